@@ -1,0 +1,539 @@
+// Command devcluster runs a local Kubernetes control plane on loopback for
+// tests: etcd embedded in this process, and kube-apiserver,
+// kube-controller-manager, kube-scheduler and kwok (fake nodes) as children.
+//
+//	devcluster up --dir target/devcluster [--bin DIR] [--nodes 3]
+//
+// It writes DIR/kubeconfig once the API is ready and the fake nodes are
+// Ready, then runs until SIGTERM/SIGINT, when it stops every child. Children
+// also die if this process is SIGKILLed (Pdeathsig).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] != "up" {
+		fmt.Fprintln(os.Stderr, "usage: devcluster up --dir DIR [--bin DIR] [--nodes N] [--ready-timeout D]")
+		os.Exit(2)
+	}
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	dir := fs.String("dir", "target/devcluster", "state directory (kubeconfig, pki, logs, etcd data)")
+	bin := fs.String("bin", "", "directory of kube-apiserver, kube-controller-manager, kube-scheduler, kwok (default: next to this binary)")
+	nodes := fs.Int("nodes", 3, "number of fake (kwok) nodes")
+	readyTimeout := fs.Duration("ready-timeout", 90*time.Second, "give up if the cluster is not ready by then")
+	_ = fs.Parse(os.Args[2:])
+
+	if err := up(*dir, *bin, *nodes, *readyTimeout); err != nil {
+		logf("error: %v", err)
+		os.Exit(1)
+	}
+}
+
+var started = time.Now()
+
+func logf(format string, args ...any) {
+	fmt.Printf("[devcluster %6.2fs] %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// state is written to DIR/state.json so scripts and tests can find the
+// processes and ports of this cluster.
+type state struct {
+	PID       int            `json:"pid"`
+	Children  map[string]int `json:"children"`
+	Ports     map[string]int `json:"ports"`
+	Server    string         `json:"server"`
+	Version   string         `json:"version"`
+	ReadyTime float64        `json:"readySeconds"`
+}
+
+func up(dir, bin string, nodeCount int, readyTimeout time.Duration) (err error) {
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		bin = filepath.Dir(exe)
+	}
+	for _, d := range []string{"logs", "pki"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	// A stale kubeconfig would make a half-started cluster look ready.
+	for _, f := range []string{"kubeconfig", "state.json"} {
+		_ = os.Remove(filepath.Join(dir, f))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "devcluster.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+
+	ports, err := freePorts("etcd-client", "etcd-peer", "apiserver")
+	if err != nil {
+		return err
+	}
+	st := &state{PID: os.Getpid(), Children: map[string]int{}, Ports: ports,
+		Server: fmt.Sprintf("https://127.0.0.1:%d", ports["apiserver"])}
+
+	pkiDir := filepath.Join(dir, "pki")
+	if err := writePKI(pkiDir); err != nil {
+		return fmt.Errorf("pki: %w", err)
+	}
+	p := func(name string) string { return filepath.Join(pkiDir, name) }
+
+	// etcd: embedded, loopback only, data wiped at start and stop.
+	etcdDir := filepath.Join(dir, "etcd-data")
+	_ = os.RemoveAll(etcdDir)
+	defer os.RemoveAll(etcdDir)
+	etcd, err := startEtcd(etcdDir, filepath.Join(dir, "logs", "etcd.log"), ports["etcd-client"], ports["etcd-peer"])
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	var closeEtcd sync.Once
+	stopEtcd := func() { closeEtcd.Do(etcd.Close) }
+	defer stopEtcd()
+	logf("etcd ready on 127.0.0.1:%d", ports["etcd-client"])
+
+	kcfg := func(user string) string { return filepath.Join(pkiDir, user+".kubeconfig") }
+	for _, user := range []string{"admin", "controller-manager", "scheduler", "kwok"} {
+		if err := writeKubeconfig(kcfg(user), st.Server, p("ca.crt"), p(user+".crt"), p(user+".key")); err != nil {
+			return err
+		}
+	}
+
+	sup := newSupervisor(filepath.Join(dir, "logs"))
+	defer sup.stopAll()
+
+	apiserverArgs := []string{
+		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", ports["etcd-client"]),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(ports["apiserver"]),
+		"--tls-cert-file=" + p("apiserver.crt"),
+		"--tls-private-key-file=" + p("apiserver.key"),
+		"--client-ca-file=" + p("ca.crt"),
+		"--authorization-mode=Node,RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + p("sa.pub"),
+		"--service-account-signing-key-file=" + p("sa.key"),
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--allow-privileged=true",
+		"--profiling=false",
+		// Flow control bootstrapping only slows a single-user test cluster.
+		"--enable-priority-and-fairness=false",
+		"--v=1",
+	}
+	if err := sup.start(ctx, "kube-apiserver", filepath.Join(bin, "kube-apiserver"), apiserverArgs); err != nil {
+		return err
+	}
+
+	adminCfg, err := clientcmd.BuildConfigFromFlags("", kcfg("admin"))
+	if err != nil {
+		return err
+	}
+	adminCfg.QPS, adminCfg.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(adminCfg)
+	if err != nil {
+		return err
+	}
+
+	readyCtx, cancelReady := context.WithTimeout(ctx, readyTimeout)
+	defer cancelReady()
+	wait := func(what string, cond func(context.Context) (bool, error)) error {
+		var last error
+		for {
+			ok, err := cond(readyCtx)
+			if ok {
+				logf("%s", what)
+				return nil
+			}
+			if err != nil {
+				last = err
+			}
+			if exited := sup.exited(); exited != "" {
+				return fmt.Errorf("%s exited before the cluster was ready (see %s)", exited, filepath.Join(dir, "logs", exited+".log"))
+			}
+			select {
+			case <-readyCtx.Done():
+				return fmt.Errorf("waiting for %q: %w (last error: %v)", what, readyCtx.Err(), last)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+
+	if err := wait("kube-apiserver ready", func(ctx context.Context) (bool, error) {
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", err
+	}); err != nil {
+		return err
+	}
+
+	if err := sup.start(ctx, "kube-controller-manager", filepath.Join(bin, "kube-controller-manager"), []string{
+		"--kubeconfig=" + kcfg("controller-manager"),
+		"--secure-port=0",
+		"--leader-elect=false",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file=" + p("sa.key"),
+		"--root-ca-file=" + p("ca.crt"),
+		"--cluster-signing-cert-file=" + p("ca.crt"),
+		"--cluster-signing-key-file=" + p("ca.key"),
+		"--cluster-name=devcluster",
+		"--profiling=false",
+		"--v=1",
+	}); err != nil {
+		return err
+	}
+	if err := sup.start(ctx, "kube-scheduler", filepath.Join(bin, "kube-scheduler"), []string{
+		"--kubeconfig=" + kcfg("scheduler"),
+		"--secure-port=0",
+		"--leader-elect=false",
+		"--profiling=false",
+		"--v=1",
+	}); err != nil {
+		return err
+	}
+	if err := sup.start(ctx, "kwok", filepath.Join(bin, "kwok"), []string{
+		"--kubeconfig=" + kcfg("kwok"),
+		// The stages kwokctl uses by default (node initialize + lease
+		// heartbeat, pod ready/complete/delete), copied from the kwok
+		// module by build.sh.
+		"--config=" + filepath.Join(bin, "kwok-stages.yaml"),
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--node-lease-duration-seconds=40",
+		"--cidr=10.244.0.0/16",
+		"--node-ip=127.0.0.1",
+	}); err != nil {
+		return err
+	}
+
+	for i := 0; i < nodeCount; i++ {
+		if err := createNode(readyCtx, client, fmt.Sprintf("kwok-node-%d", i)); err != nil {
+			return err
+		}
+	}
+	if err := wait(fmt.Sprintf("%d fake nodes Ready", nodeCount), func(ctx context.Context) (bool, error) {
+		list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, n := range list.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready >= nodeCount, nil
+	}); err != nil {
+		return err
+	}
+	// Pods can only be created once the controller-manager made the default
+	// ServiceAccount; waiting for it here proves the controllers run.
+	if err := wait("controller-manager created the default ServiceAccount", func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, err
+	}); err != nil {
+		return err
+	}
+	if info, err := client.Discovery().ServerVersion(); err == nil {
+		st.Version = info.GitVersion
+	}
+
+	st.Children = sup.pids()
+	st.ReadyTime = time.Since(started).Seconds()
+	if err := writeJSON(filepath.Join(dir, "state.json"), st); err != nil {
+		return err
+	}
+	// The kubeconfig appears last and atomically: its existence means ready.
+	data, err := os.ReadFile(kcfg("admin"))
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "kubeconfig"), data, 0o600); err != nil {
+		return err
+	}
+	logf("ready: Kubernetes %s at %s; kubeconfig %s", st.Version, st.Server, filepath.Join(dir, "kubeconfig"))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logf("stopping on signal")
+	case name := <-sup.died:
+		runErr = fmt.Errorf("%s exited unexpectedly (see %s)", name, filepath.Join(dir, "logs", name+".log"))
+	}
+	_ = os.Remove(filepath.Join(dir, "kubeconfig"))
+	sup.stopAll()
+	stopEtcd()
+	_ = os.Remove(filepath.Join(dir, "state.json"))
+	_ = os.Remove(filepath.Join(dir, "devcluster.pid"))
+	logf("stopped")
+	return runErr
+}
+
+func freePorts(names ...string) (map[string]int, error) {
+	ports := map[string]int{}
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	// Hold all listeners until every port is picked so they differ.
+	for _, n := range names {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports[n] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports, nil
+}
+
+func startEtcd(dataDir, logFile string, clientPort, peerPort int) (*embed.Etcd, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = "devcluster"
+	cfg.Dir = dataDir
+	cfg.UnsafeNoFsync = true
+	cfg.Logger = "zap"
+	cfg.LogLevel = "warn"
+	cfg.LogOutputs = []string{logFile}
+	curl := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", clientPort)}
+	purl := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", peerPort)}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{curl}, []url.URL{curl}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{purl}, []url.URL{purl}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return e, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, err
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return nil, errors.New("etcd did not become ready in 30s")
+	}
+}
+
+func createNode(ctx context.Context, client kubernetes.Interface, name string) error {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Annotations: map[string]string{
+				"kwok.x-k8s.io/node":           "fake",
+				"node.alpha.kubernetes.io/ttl": "0",
+			},
+			Labels: map[string]string{
+				"kubernetes.io/hostname": name,
+				"kubernetes.io/os":       "linux",
+				"kubernetes.io/arch":     runtime.GOARCH,
+				"type":                   "kwok",
+			},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity,
+			Phase:       corev1.NodeRunning,
+			NodeInfo: corev1.NodeSystemInfo{
+				Architecture:    runtime.GOARCH,
+				OperatingSystem: "linux",
+				KubeletVersion:  "fake",
+			},
+		},
+	}
+	_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create node %s: %w", name, err)
+	}
+	return nil
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(data, '\n'), 0o644)
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// supervisor starts children and stops them again. All forks happen on one
+// goroutine locked to its OS thread, which never exits: Pdeathsig fires when
+// the forking *thread* dies, so forking from arbitrary goroutines could kill
+// children whenever the Go runtime retires a thread.
+type supervisor struct {
+	logDir string
+	spawn  chan spawnReq
+	died   chan string
+
+	mu       sync.Mutex
+	order    []string
+	procs    map[string]*exec.Cmd
+	done     map[string]chan struct{}
+	stopping bool
+	dead     string
+}
+
+type spawnReq struct {
+	cmd   *exec.Cmd
+	reply chan error
+}
+
+func newSupervisor(logDir string) *supervisor {
+	s := &supervisor{
+		logDir: logDir,
+		spawn:  make(chan spawnReq),
+		died:   make(chan string, 8),
+		procs:  map[string]*exec.Cmd{},
+		done:   map[string]chan struct{}{},
+	}
+	go func() {
+		runtime.LockOSThread()
+		// Never unlocked: the goroutine lives as long as the process.
+		for r := range s.spawn {
+			r.reply <- r.cmd.Start()
+		}
+	}()
+	return s
+}
+
+func (s *supervisor) start(ctx context.Context, name, path string, args []string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(s.logDir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	reply := make(chan error)
+	s.spawn <- spawnReq{cmd, reply}
+	if err := <-reply; err != nil {
+		logFile.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	logf("started %s (pid %d): %s %s", name, cmd.Process.Pid, path, strings.Join(args, " "))
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.order = append(s.order, name)
+	s.procs[name] = cmd
+	s.done[name] = done
+	s.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		logFile.Close()
+		close(done)
+		s.mu.Lock()
+		stopping := s.stopping
+		if !stopping && s.dead == "" {
+			s.dead = name
+		}
+		s.mu.Unlock()
+		if !stopping {
+			logf("%s exited: %v", name, err)
+			s.died <- name
+		}
+	}()
+	return nil
+}
+
+// exited names a child that has died on its own, or "".
+func (s *supervisor) exited() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dead
+}
+
+func (s *supervisor) pids() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := map[string]int{}
+	for n, c := range s.procs {
+		m[n] = c.Process.Pid
+	}
+	return m
+}
+
+// stopAll stops children in reverse start order (kwok first, apiserver
+// last), SIGTERM then SIGKILL after a grace period, and waits for each.
+func (s *supervisor) stopAll() {
+	s.mu.Lock()
+	s.stopping = true
+	order := append([]string(nil), s.order...)
+	s.mu.Unlock()
+	for i := len(order) - 1; i >= 0; i-- {
+		name := order[i]
+		s.mu.Lock()
+		cmd, done := s.procs[name], s.done[name]
+		s.mu.Unlock()
+		select {
+		case <-done:
+			continue
+		default:
+		}
+		// Signal the whole process group in case a child forked helpers.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			logf("%s did not stop in 10s; killing it", name)
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+}

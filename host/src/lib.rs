@@ -1,0 +1,11 @@
+//! operator-host: a Kubernetes operator host whose reconcilers are sandboxed wasm components.
+//!
+//! - [`runtime`]: the wasm engine, compile cache and sandboxed calls (knows nothing of Kubernetes).
+//! - [`plugin`]: a loaded plugin whose declaration (`info`) was validated.
+//! - [`plan`]: the one pure function from plugin output to what the host will do.
+//! - [`render`]: offline rendering of a CR through a plugin, using [`plan`].
+
+pub mod plan;
+pub mod plugin;
+pub mod render;
+pub mod runtime;

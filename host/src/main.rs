@@ -1,0 +1,195 @@
+//! The `operator-host` command line: parse, configure, run.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use operator_host::plan::PlanError;
+use operator_host::plugin::Plugin;
+use operator_host::render;
+use operator_host::runtime::{CompileCache, Limits, Runtime, RuntimeConfig, CONTRACT};
+
+/// Exit code when the plugin rejected the input (an invalid spec).
+const EXIT_REJECTED: u8 = 3;
+/// Exit code when a file could not be loaded, or the command line was wrong.
+const EXIT_USAGE: u8 = 2;
+/// Exit code for any other failure (a plugin trap, invalid plugin output, ...).
+const EXIT_FAILURE: u8 = 1;
+
+#[derive(Debug, Parser)]
+#[command(name = "operator-host", version, about = "A Kubernetes operator host whose reconcilers are WebAssembly components")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct RuntimeArgs {
+    /// Directory of compiled plugins (default: the user cache directory).
+    #[arg(long, global = true, env = "OPERATOR_HOST_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile plugins every time instead of using the compile cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+    /// CPU deadline of one reconcile call, in milliseconds.
+    #[arg(long, global = true, default_value_t = 1000)]
+    call_timeout_ms: u64,
+    /// Memory limit of one plugin instance, in MiB.
+    #[arg(long, global = true, default_value_t = 64)]
+    memory_limit_mib: usize,
+    /// Largest plugin response, in MiB.
+    #[arg(long, global = true, default_value_t = 4)]
+    max_response_mib: usize,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the children and status a plugin computes for a CR, without a cluster.
+    Render {
+        /// The plugin component (.wasm).
+        plugin: PathBuf,
+        /// A YAML file with exactly one custom resource of the plugin's kind.
+        cr: PathBuf,
+        /// A YAML stream (or List) of children to present as observed.
+        #[arg(long)]
+        observed: Option<PathBuf>,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Format::Yaml)]
+        output: Format,
+        /// The time used to stamp condition transitions (RFC 3339); default: now.
+        #[arg(long)]
+        now: Option<String>,
+    },
+    /// Print the CRD of a plugin's parent kind as YAML.
+    Crd {
+        /// The plugin component (.wasm).
+        plugin: PathBuf,
+    },
+    /// Print what a plugin declares.
+    Inspect {
+        /// The plugin component (.wasm).
+        plugin: PathBuf,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t = Format::Yaml)]
+        output: Format,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Format {
+    Yaml,
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(exit_code(&error))
+        }
+    }
+}
+
+/// Maps failures to exit codes in one place.
+fn exit_code(error: &anyhow::Error) -> u8 {
+    if let Some(plan_error) = error
+        .downcast_ref::<render::Error>()
+        .and_then(render::Error::plan_error)
+    {
+        return match plan_error {
+            PlanError::InvalidSpec(_) => EXIT_REJECTED,
+            _ => EXIT_FAILURE,
+        };
+    }
+    if error.downcast_ref::<render::Error>().is_some()
+        || error.downcast_ref::<operator_host::plugin::Error>().is_some()
+    {
+        return EXIT_USAGE;
+    }
+    EXIT_FAILURE
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let runtime = Runtime::new(runtime_config(&cli.runtime)).context("starting the wasm runtime")?;
+    match cli.command {
+        Command::Render {
+            plugin,
+            cr,
+            observed,
+            output,
+            now,
+        } => {
+            let plugin = load(&runtime, &plugin)?;
+            let now = now.unwrap_or_else(now_rfc3339);
+            let plan = render::render(&plugin, &cr, observed.as_deref(), &now)?;
+            match output {
+                Format::Yaml => print!("{}", render::to_yaml_stream(&plan)),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&render::to_json(&plan))?),
+            }
+        }
+        Command::Crd { plugin } => {
+            let plugin = load(&runtime, &plugin)?;
+            print!("{}", serde_yaml::to_string(&plugin.decl.crd)?);
+        }
+        Command::Inspect { plugin: path, output } => {
+            let plugin = load(&runtime, &path)?;
+            let decl = &plugin.decl;
+            let description = serde_json::json!({
+                "name": decl.name,
+                "version": decl.version,
+                "contract": CONTRACT,
+                "parent": decl.parent.to_string(),
+                "plural": decl.parent.plural,
+                "namespaced": decl.parent.namespaced,
+                "children": decl.children.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "needsFinalize": decl.needs_finalize,
+                "size": plugin.compiled.size(),
+                "sha256": decl.content_hash,
+            });
+            match output {
+                Format::Yaml => print!("{}", serde_yaml::to_string(&description)?),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&description)?),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn load(runtime: &Arc<Runtime>, path: &Path) -> Result<Plugin, operator_host::plugin::Error> {
+    Plugin::load(runtime, path)
+}
+
+fn runtime_config(args: &RuntimeArgs) -> RuntimeConfig {
+    RuntimeConfig {
+        limits: Limits {
+            call_timeout: Duration::from_millis(args.call_timeout_ms),
+            max_memory_bytes: args.memory_limit_mib << 20,
+            max_response_bytes: args.max_response_mib << 20,
+            ..Limits::default()
+        },
+        cache_dir: if args.no_cache {
+            None
+        } else {
+            args.cache_dir.clone().or_else(CompileCache::default_dir)
+        },
+        ..RuntimeConfig::default()
+    }
+}
+
+fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()
+}

@@ -1,0 +1,441 @@
+//! The plan: one pure function from a parent and its observed children to what the host will do.
+//!
+//! Both `operator-host run` and `operator-host render` call [`plan`], so what `render`
+//! prints is exactly what the controller applies. The plugin call inside is sandboxed and
+//! deterministic; everything else here is plain data transformation.
+//!
+//! # Guarantees
+//! - A plan is only produced when the plugin succeeded and every child passed validation;
+//!   otherwise nothing is applied and nothing is pruned.
+//! - Only children proven to be owned (ownership labels *and* a controller reference to this
+//!   parent's UID) are ever prune targets.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::plugin::{Declaration, KindRef, Plugin};
+use crate::runtime::{CallError, ReconcileError, ReconcileRequest, ReconcileResponse};
+
+/// Label every managed child carries: who manages it.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY: &str = "operator-host";
+/// Label naming the plugin that produced a child.
+pub const PLUGIN_LABEL: &str = "operator-host.dev/plugin";
+/// Label with the UID of the parent that owns a child.
+pub const PARENT_UID_LABEL: &str = "operator-host.dev/parent-uid";
+/// Prefix reserved for the host's labels and annotations.
+pub const RESERVED_PREFIX: &str = "operator-host.dev/";
+/// The host's condition type on every parent.
+pub const RECONCILED: &str = "Reconciled";
+/// Most children one reconcile may return.
+pub const DEFAULT_MAX_CHILDREN: usize = 1000;
+
+/// Why no plan could be made. [`PlanError::reason`] maps each to a condition reason.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error("the parent object is invalid: {0}")]
+    InvalidParent(String),
+    #[error(transparent)]
+    PluginCall(#[from] CallError),
+    #[error("the plugin rejected the spec: {0}")]
+    InvalidSpec(String),
+    #[error("the plugin asked to retry: {0}")]
+    PluginRetry(String),
+    #[error("invalid plugin output: {0}")]
+    InvalidPluginOutput(String),
+    #[error("policy violation: {0}")]
+    PolicyViolation(String),
+}
+
+impl PlanError {
+    /// The `Reconciled=False` condition reason for this error.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            PlanError::InvalidParent(_) => "InvalidParent",
+            PlanError::PluginCall(CallError::Timeout { .. }) => "PluginTimeout",
+            PlanError::PluginCall(CallError::OutOfMemory { .. }) => "PluginOutOfMemory",
+            PlanError::PluginCall(CallError::Trap { .. }) => "PluginTrap",
+            PlanError::PluginCall(CallError::Instantiate { .. }) => "PluginUnavailable",
+            PlanError::PluginCall(CallError::ResponseTooLarge { .. }) => "InvalidPluginOutput",
+            PlanError::InvalidSpec(_) => "InvalidSpec",
+            PlanError::PluginRetry(_) => "PluginRetry",
+            PlanError::InvalidPluginOutput(_) => "InvalidPluginOutput",
+            PlanError::PolicyViolation(_) => "PolicyViolation",
+        }
+    }
+
+    /// Whether retrying without a change to the parent can help.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, PlanError::InvalidSpec(_) | PlanError::InvalidParent(_))
+    }
+}
+
+/// A child the host will delete: owned by this parent but no longer desired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PruneTarget {
+    pub kind: KindRef,
+    pub namespace: String,
+    pub name: String,
+    /// Deleted with this UID as a precondition, so a re-created object is never hit.
+    pub uid: String,
+}
+
+/// What the host will do for one parent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Children to server-side apply, in dependency order, with the host's metadata.
+    pub apply: Vec<Value>,
+    /// Children to delete, in reverse dependency order.
+    pub prune: Vec<PruneTarget>,
+    /// The parent's status after a successful apply.
+    pub status: Value,
+    /// When to reconcile again even if nothing changes.
+    pub requeue_after: Option<Duration>,
+}
+
+/// What the plan needs to know about the parent.
+#[derive(Debug, Clone)]
+struct Parent<'a> {
+    object: &'a Value,
+    namespace: &'a str,
+    uid: Option<&'a str>,
+}
+
+/// Calls the plugin for `parent` and turns its answer into a [`Plan`].
+///
+/// `observed` are the children the host observed for this parent; `now` (RFC 3339) stamps
+/// condition transitions, because plugins have no clock.
+pub fn plan(
+    plugin: &Plugin,
+    parent: &Value,
+    observed: &[Value],
+    now: &str,
+) -> Result<Plan, PlanError> {
+    let request = ReconcileRequest {
+        parent: parent.to_string(),
+        observed: observed.iter().map(Value::to_string).collect(),
+    };
+    let context = format!(
+        "{}:{}/{}",
+        plugin.decl.name,
+        parent["metadata"]["namespace"].as_str().unwrap_or(""),
+        parent["metadata"]["name"].as_str().unwrap_or("")
+    );
+    let response = match plugin.compiled.reconcile(&request, &context)? {
+        Ok(response) => response,
+        Err(ReconcileError::InvalidSpec(message)) => return Err(PlanError::InvalidSpec(message)),
+        Err(ReconcileError::Retry(message)) => return Err(PlanError::PluginRetry(message)),
+    };
+    plan_from_response(&plugin.decl, parent, observed, response, now)
+}
+
+/// The pure part of [`plan`]: validates the plugin's response and builds the plan.
+pub fn plan_from_response(
+    plugin: &Declaration,
+    parent_object: &Value,
+    observed: &[Value],
+    response: ReconcileResponse,
+    now: &str,
+) -> Result<Plan, PlanError> {
+    let parent = read_parent(plugin, parent_object)?;
+    if response.children.len() > DEFAULT_MAX_CHILDREN {
+        return Err(PlanError::InvalidPluginOutput(format!(
+            "{} children returned, at most {DEFAULT_MAX_CHILDREN} are allowed",
+            response.children.len()
+        )));
+    }
+    let mut seen = HashSet::new();
+    let mut apply = Vec::with_capacity(response.children.len());
+    for (index, text) in response.children.iter().enumerate() {
+        let child = validate_child(plugin, &parent, index, text)?;
+        let key = (child.1.kind.clone(), child.2.clone());
+        if !seen.insert(key) {
+            return Err(PlanError::InvalidPluginOutput(format!(
+                "child #{index} is a second {} named {:?}",
+                child.1.kind, child.2
+            )));
+        }
+        apply.push(child);
+    }
+    apply.sort_by_key(|(_, kind, _)| apply_rank(&kind.kind));
+
+    let mut prune: Vec<(usize, PruneTarget)> = observed
+        .iter()
+        .filter_map(|o| owned_child(plugin, &parent, o))
+        .filter(|(_, target)| !seen.contains(&(target.kind.kind.clone(), target.name.clone())))
+        .map(|(rank, target)| (rank, target))
+        .collect();
+    prune.sort_by_key(|(rank, _)| std::cmp::Reverse(*rank));
+
+    let status: Value = serde_json::from_str(&response.status).map_err(|e| {
+        PlanError::InvalidPluginOutput(format!("the status is not valid JSON: {e}"))
+    })?;
+    let message = format!(
+        "{} children applied by plugin {}@{} ({})",
+        apply.len(),
+        plugin.name,
+        plugin.version,
+        short_hash(&plugin.content_hash)
+    );
+    let status = merge_status(parent.object, status, reconciled(true, "ReconcileSucceeded", &message), now)?;
+    Ok(Plan {
+        apply: apply.into_iter().map(|(child, _, _)| child).collect(),
+        prune: prune.into_iter().map(|(_, target)| target).collect(),
+        status,
+        requeue_after: response.requeue_after_ms.map(Duration::from_millis),
+    })
+}
+
+/// The status to write when reconciling failed: the previous status with
+/// `Reconciled=False`, so what was observed before is not lost.
+pub fn failure_status(parent: &Value, error: &PlanError, now: &str) -> Value {
+    let previous = parent.get("status").cloned().unwrap_or_else(|| json!({}));
+    let previous = if previous.is_object() { previous } else { json!({}) };
+    let mut status = previous.clone();
+    // The previous observedGeneration stays: this generation was not reconciled.
+    let condition = reconciled(false, error.reason(), &error.to_string());
+    set_condition(&mut status, condition, &previous, parent, now);
+    status
+}
+
+fn reconciled(ok: bool, reason: &str, message: &str) -> Value {
+    json!({
+        "type": RECONCILED,
+        "status": if ok { "True" } else { "False" },
+        "reason": reason,
+        "message": message,
+    })
+}
+
+fn short_hash(hash: &str) -> String {
+    format!("sha256:{}", &hash[..hash.len().min(12)])
+}
+
+fn read_parent<'a>(plugin: &Declaration, object: &'a Value) -> Result<Parent<'a>, PlanError> {
+    if !plugin.parent.matches(object) {
+        return Err(PlanError::InvalidParent(format!(
+            "expected a {}, got apiVersion {} kind {}",
+            plugin.parent, object["apiVersion"], object["kind"]
+        )));
+    }
+    if object["metadata"]["name"].as_str().is_none_or(str::is_empty) {
+        return Err(PlanError::InvalidParent("metadata.name is missing".into()));
+    }
+    if !plugin.parent.namespaced {
+        return Err(PlanError::InvalidParent(format!(
+            "{} is cluster-scoped; only namespaced parents are supported",
+            plugin.parent
+        )));
+    }
+    Ok(Parent {
+        object,
+        namespace: object["metadata"]["namespace"].as_str().unwrap_or("default"),
+        uid: object["metadata"]["uid"].as_str().filter(|u| !u.is_empty()),
+    })
+}
+
+/// Checks one child and adds the host's metadata; returns it with its kind and name.
+fn validate_child(
+    plugin: &Declaration,
+    parent: &Parent<'_>,
+    index: usize,
+    text: &str,
+) -> Result<(Value, KindRef, String), PlanError> {
+    let invalid = |detail: String| PlanError::InvalidPluginOutput(format!("child #{index}: {detail}"));
+    let policy = |detail: String| PlanError::PolicyViolation(format!("child #{index}: {detail}"));
+    let mut child: Value =
+        serde_json::from_str(text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+    if !child.is_object() {
+        return Err(invalid("not a JSON object".into()));
+    }
+    let (Some(api_version), Some(kind)) = (child["apiVersion"].as_str(), child["kind"].as_str()) else {
+        return Err(invalid("apiVersion and kind must be strings".into()));
+    };
+    let Some(kind) = plugin.children.iter().find(|k| k.matches(&child)).cloned() else {
+        let declared: Vec<String> = plugin.children.iter().map(ToString::to_string).collect();
+        return Err(policy(format!(
+            "{api_version}/{kind} is not a kind the plugin declared ({})",
+            declared.join(", ")
+        )));
+    };
+    if !kind.namespaced {
+        return Err(policy(format!("{kind} is cluster-scoped; children must live in the parent's namespace")));
+    }
+    let Some(metadata) = child.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return Err(invalid("metadata must be an object".into()));
+    };
+    let name = metadata.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+    check_dns_subdomain(&name).map_err(|p| invalid(format!("metadata.name: {p}")))?;
+    let label = format!("{kind} {name:?}");
+    match metadata.get("namespace") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(ns)) if ns == parent.namespace => {}
+        Some(other) => {
+            return Err(policy(format!(
+                "{label} has metadata.namespace {other}, but children must be in the parent's namespace {:?}",
+                parent.namespace
+            )));
+        }
+    }
+    for field in ["ownerReferences", "finalizers", "uid", "resourceVersion", "managedFields", "deletionTimestamp"] {
+        if metadata.get(field).is_some_and(|v| !v.is_null()) {
+            return Err(policy(format!("{label} sets metadata.{field}, which only the host may set")));
+        }
+    }
+    for map in ["labels", "annotations"] {
+        if let Some(entries) = metadata.get(map).and_then(Value::as_object) {
+            if let Some(key) = entries
+                .keys()
+                .find(|k| k.starts_with(RESERVED_PREFIX) || *k == MANAGED_BY_LABEL)
+            {
+                return Err(policy(format!("{label} sets the reserved {map} key {key:?}")));
+            }
+        }
+    }
+    metadata.insert("namespace".into(), parent.namespace.into());
+    let labels = metadata
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !labels.is_object() {
+        return Err(invalid(format!("{label}: metadata.labels must be an object")));
+    }
+    labels[MANAGED_BY_LABEL] = MANAGED_BY.into();
+    labels[PLUGIN_LABEL] = plugin.name.clone().into();
+    if let Some(uid) = parent.uid {
+        labels[PARENT_UID_LABEL] = uid.into();
+        metadata.insert(
+            "ownerReferences".into(),
+            json!([{
+                "apiVersion": plugin.parent.api_version(),
+                "kind": plugin.parent.kind,
+                "name": parent.object["metadata"]["name"],
+                "uid": uid,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }]),
+        );
+    }
+    // Status belongs to the child's own controller, never to an apply.
+    if let Some(object) = child.as_object_mut() {
+        object.remove("status");
+    }
+    Ok((child, kind, name))
+}
+
+/// The observed child as a prune target, if it is proven to be owned by this parent.
+fn owned_child(plugin: &Declaration, parent: &Parent<'_>, object: &Value) -> Option<(usize, PruneTarget)> {
+    let uid = parent.uid?;
+    let kind = plugin.children.iter().find(|k| k.matches(object))?;
+    let metadata = &object["metadata"];
+    let labels = &metadata["labels"];
+    let labelled = labels[MANAGED_BY_LABEL] == MANAGED_BY
+        && labels[PLUGIN_LABEL] == plugin.name.as_str()
+        && labels[PARENT_UID_LABEL] == uid;
+    let controlled = metadata["ownerReferences"].as_array().is_some_and(|refs| {
+        refs.iter().any(|r| r["uid"] == uid && r["controller"] == true)
+    });
+    if !(labelled && controlled) || metadata["namespace"].as_str() != Some(parent.namespace) {
+        return None;
+    }
+    Some((
+        apply_rank(&kind.kind),
+        PruneTarget {
+            kind: kind.clone(),
+            namespace: parent.namespace.to_string(),
+            name: metadata["name"].as_str()?.to_string(),
+            uid: metadata["uid"].as_str()?.to_string(),
+        },
+    ))
+}
+
+/// Apply order: what others refer to first (config, identities), then Services, then
+/// workloads, then objects that select workloads. Pruning runs in reverse.
+pub fn apply_rank(kind: &str) -> usize {
+    match kind {
+        "Namespace" | "CustomResourceDefinition" => 0,
+        "ServiceAccount" | "Secret" | "ConfigMap" | "PersistentVolumeClaim" | "Role"
+        | "RoleBinding" | "LimitRange" | "ResourceQuota" => 1,
+        "Service" => 2,
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" | "CronJob" | "Pod" => 4,
+        "PodDisruptionBudget" | "HorizontalPodAutoscaler" | "Ingress" | "NetworkPolicy" => 5,
+        _ => 3,
+    }
+}
+
+/// A DNS-1123 subdomain: what most kinds require of `metadata.name`.
+pub fn check_dns_subdomain(name: &str) -> Result<(), String> {
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if !name.is_empty() && name.len() <= 253 && name.split('.').all(label_ok) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a valid name (lower-case letters, digits, '-' and '.', at most 253)"
+        ))
+    }
+}
+
+/// The plugin's status plus `observedGeneration` and the host's condition, with transition
+/// times kept from the previous status while a condition's status is unchanged.
+fn merge_status(parent: &Value, status: Value, condition: Value, now: &str) -> Result<Value, PlanError> {
+    let Value::Object(mut status) = status else {
+        return Err(PlanError::InvalidPluginOutput("the status must be a JSON object".into()));
+    };
+    let previous = parent.get("status").cloned().unwrap_or(Value::Null);
+    match status.get("conditions") {
+        None | Some(Value::Array(_)) => {}
+        Some(_) => {
+            return Err(PlanError::InvalidPluginOutput(
+                "status.conditions must be a list".into(),
+            ));
+        }
+    }
+    if let Some(generation) = parent["metadata"]["generation"].as_i64() {
+        status.insert("observedGeneration".into(), generation.into());
+    }
+    let mut status = Value::Object(status);
+    if let Some(conditions) = status["conditions"].as_array_mut() {
+        for c in conditions.iter_mut() {
+            stamp_transition(c, &previous, now);
+        }
+    }
+    set_condition(&mut status, condition, &previous, parent, now);
+    Ok(status)
+}
+
+/// Puts `condition` (replacing one of the same type) into `status`, stamped.
+fn set_condition(status: &mut Value, mut condition: Value, previous: &Value, parent: &Value, now: &str) {
+    if let Some(generation) = parent["metadata"]["generation"].as_i64() {
+        condition["observedGeneration"] = generation.into();
+    }
+    stamp_transition(&mut condition, previous, now);
+    if !status["conditions"].is_array() {
+        status["conditions"] = json!([]);
+    }
+    if let Some(conditions) = status["conditions"].as_array_mut() {
+        conditions.retain(|c| c["type"] != condition["type"]);
+        conditions.push(condition);
+    }
+}
+
+fn stamp_transition(condition: &mut Value, previous: &Value, now: &str) {
+    if condition.get("lastTransitionTime").is_some_and(|t| t.is_string()) {
+        return;
+    }
+    let earlier = previous["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == condition["type"]))
+        .filter(|c| c["status"] == condition["status"])
+        .and_then(|c| c["lastTransitionTime"].as_str());
+    condition["lastTransitionTime"] = earlier.unwrap_or(now).into();
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,242 @@
+//! A loaded plugin: a compiled component whose `info` declaration was checked.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+use crate::runtime::{self, CallError, CompiledPlugin, GroupVersionKind, Runtime};
+
+/// Why a plugin could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Load(#[from] runtime::Error),
+    #[error("calling `info` of plugin {} failed: {source}", path.display())]
+    Info { path: PathBuf, source: CallError },
+    #[error("plugin {} declares an invalid {field}: {problem}", path.display())]
+    InvalidDeclaration {
+        path: PathBuf,
+        field: &'static str,
+        problem: String,
+    },
+}
+
+/// A Kubernetes kind, as a plugin declares it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KindRef {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub namespaced: bool,
+}
+
+impl KindRef {
+    /// `apiVersion` as written in objects.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Whether `object` (JSON) is of this kind.
+    pub fn matches(&self, object: &serde_json::Value) -> bool {
+        object["kind"].as_str() == Some(self.kind.as_str())
+            && object["apiVersion"].as_str() == Some(self.api_version().as_str())
+    }
+
+    /// The kube-rs dynamic API resource of this kind.
+    pub fn api_resource(&self) -> kube::core::ApiResource {
+        kube::core::ApiResource {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            api_version: self.api_version(),
+            kind: self.kind.clone(),
+            plural: self.plural.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for KindRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.api_version(), self.kind)
+    }
+}
+
+impl From<GroupVersionKind> for KindRef {
+    fn from(gvk: GroupVersionKind) -> Self {
+        KindRef {
+            group: gvk.group,
+            version: gvk.version,
+            kind: gvk.kind,
+            plural: gvk.plural,
+            namespaced: gvk.namespaced,
+        }
+    }
+}
+
+/// What a plugin declared about itself in `info`, validated, plus its content hash.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Declaration {
+    pub name: String,
+    pub version: String,
+    /// Hex SHA-256 of the component: identifies exactly which build produced a state.
+    pub content_hash: String,
+    pub parent: KindRef,
+    pub children: Vec<KindRef>,
+    pub needs_finalize: bool,
+    pub crd: CustomResourceDefinition,
+}
+
+/// A plugin ready to reconcile: its validated declaration plus the compiled component.
+#[derive(Debug, Clone)]
+pub struct Plugin {
+    pub path: PathBuf,
+    pub decl: Declaration,
+    pub compiled: CompiledPlugin,
+}
+
+impl Plugin {
+    /// Loads the plugin at `path`: compile (or cache hit), type-check, call `info`, validate.
+    pub fn load(runtime: &Arc<Runtime>, path: &Path) -> Result<Self, Error> {
+        Self::from_compiled(path, runtime.load(path)?)
+    }
+
+    /// Validates the declaration of an already compiled plugin.
+    pub fn from_compiled(path: &Path, compiled: CompiledPlugin) -> Result<Self, Error> {
+        let info = compiled.info().map_err(|source| Error::Info {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let invalid = |field: &'static str, problem: String| Error::InvalidDeclaration {
+            path: path.to_path_buf(),
+            field,
+            problem,
+        };
+        check_dns_label(&info.name).map_err(|p| invalid("name", p))?;
+        check_version(&info.version).map_err(|p| invalid("version", p))?;
+        let parent = KindRef::from(info.parent);
+        check_kind(&parent, true).map_err(|p| invalid("parent kind", p))?;
+        let children: Vec<KindRef> = info.children.into_iter().map(KindRef::from).collect();
+        for child in &children {
+            check_kind(child, false).map_err(|p| invalid("child kind", format!("{child}: {p}")))?;
+        }
+        let crd: CustomResourceDefinition = serde_json::from_str(&info.crd)
+            .map_err(|e| invalid("CRD", format!("not a CustomResourceDefinition: {e}")))?;
+        check_crd(&crd, &parent).map_err(|p| invalid("CRD", p))?;
+        Ok(Plugin {
+            path: path.to_path_buf(),
+            decl: Declaration {
+                name: info.name,
+                version: info.version,
+                content_hash: compiled.content_hash().to_string(),
+                parent,
+                children,
+                needs_finalize: info.needs_finalize,
+                crd,
+            },
+            compiled,
+        })
+    }
+}
+
+/// A DNS-1123 label: lower-case alphanumerics and `-`, at most 63 characters.
+pub fn check_dns_label(name: &str) -> Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a DNS-1123 label (lower-case letters, digits and '-', at most 63)"
+        ))
+    }
+}
+
+fn check_version(version: &str) -> Result<(), String> {
+    let core = version.split(['-', '+']).next().unwrap_or("");
+    let parts: Vec<_> = core.split('.').collect();
+    if parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+        Ok(())
+    } else {
+        Err(format!("{version:?} is not a semantic version like 1.2.3"))
+    }
+}
+
+fn check_kind(kind: &KindRef, is_parent: bool) -> Result<(), String> {
+    if is_parent && !kind.group.contains('.') {
+        return Err(format!(
+            "group {:?} must be a domain name such as example.com",
+            kind.group
+        ));
+    }
+    if kind.version.is_empty() || !kind.kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return Err(format!(
+            "version {:?} and kind {:?} must be non-empty, kind in CamelCase",
+            kind.version, kind.kind
+        ));
+    }
+    check_dns_label(&kind.plural).map_err(|p| format!("plural: {p}"))
+}
+
+fn check_crd(crd: &CustomResourceDefinition, parent: &KindRef) -> Result<(), String> {
+    let spec = &crd.spec;
+    let expected_name = format!("{}.{}", parent.plural, parent.group);
+    if crd.metadata.name.as_deref() != Some(expected_name.as_str()) {
+        return Err(format!(
+            "metadata.name is {:?}, expected {expected_name:?}",
+            crd.metadata.name
+        ));
+    }
+    if spec.group != parent.group || spec.names.kind != parent.kind || spec.names.plural != parent.plural {
+        return Err(format!(
+            "it defines {}/{} ({}), but the plugin declares {} ({})",
+            spec.group, spec.names.kind, spec.names.plural, parent, parent.plural
+        ));
+    }
+    let scope = if parent.namespaced { "Namespaced" } else { "Cluster" };
+    if spec.scope != scope {
+        return Err(format!("scope is {:?}, expected {scope:?}", spec.scope));
+    }
+    let version = spec
+        .versions
+        .iter()
+        .find(|v| v.name == parent.version)
+        .ok_or_else(|| format!("it has no version {:?}", parent.version))?;
+    if !version.served {
+        return Err(format!("version {:?} is not served", parent.version));
+    }
+    if version.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).is_none() {
+        return Err(format!("version {:?} has no openAPIV3Schema", parent.version));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_labels() {
+        assert!(check_dns_label("memcached").is_ok());
+        assert!(check_dns_label("my-op-2").is_ok());
+        assert!(check_dns_label("My").is_err());
+        assert!(check_dns_label("-a").is_err());
+        assert!(check_dns_label("").is_err());
+        assert!(check_dns_label(&"a".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn versions() {
+        assert!(check_version("0.1.0").is_ok());
+        assert!(check_version("1.2.3-rc.1").is_ok());
+        assert!(check_version("1.2").is_err());
+        assert!(check_version("v1.2.3").is_err());
+    }
+}

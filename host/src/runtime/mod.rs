@@ -1,0 +1,463 @@
+//! The wasm runtime: one engine, a compile cache, and sandboxed calls into plugins.
+//!
+//! This module knows nothing of Kubernetes: it turns component bytes into a
+//! [`CompiledPlugin`] and runs each call in a fresh, capability-less [`Store`] with a CPU
+//! deadline (epoch interruption), a memory cap (resource limiter), a cap on captured
+//! stdout/stderr and a cap on the response size.
+//!
+//! # Guarantees
+//! - No state survives a call: every call instantiates from the `InstancePre` made at load.
+//! - A call never runs longer than its deadline plus one epoch tick.
+//!
+//! # Caveats
+//! - Calls are synchronous; async callers run them on a blocking thread (see the controller).
+
+mod bindings;
+mod cache;
+mod sandbox;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+
+pub use bindings::types::{
+    FinalizeResponse, GroupVersionKind, LogLevel, PluginInfo, ReconcileError, ReconcileRequest,
+    ReconcileResponse,
+};
+pub use bindings::{CONTRACT, PLUGIN_INTERFACE};
+pub use cache::{CacheOutcome, CompileCache};
+
+use bindings::{Reconciler, ReconcilerPre};
+use sandbox::SandboxState;
+
+/// What can go wrong turning a file into a callable plugin.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot configure the wasm engine: {0:#}")]
+    ConfigureEngine(wasmtime::Error),
+    #[error("cannot read plugin {}: {source}", path.display())]
+    ReadPlugin {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not a WebAssembly file (expected the bytes `\\0asm` at the start)", path.display())]
+    NotWasm { path: PathBuf },
+    #[error(
+        "{} is a core WebAssembly module, not a component: build the plugin for the \
+         wasm32-wasip2 target (cargo build --target wasm32-wasip2)",
+        path.display()
+    )]
+    CoreModule { path: PathBuf },
+    #[error("cannot compile plugin {}: {source:#}", path.display())]
+    Compile {
+        path: PathBuf,
+        source: wasmtime::Error,
+    },
+    #[error("plugin {} does not implement the contract {CONTRACT}: {detail}", path.display())]
+    WrongContract { path: PathBuf, detail: String },
+}
+
+/// What can go wrong during one sandboxed call.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    #[error("the plugin did not finish within its CPU deadline of {limit:?}")]
+    Timeout { limit: Duration },
+    #[error("the plugin tried to use more than its memory limit of {limit} bytes")]
+    OutOfMemory { limit: usize },
+    #[error("the plugin trapped: {message}")]
+    Trap { message: String },
+    #[error("the plugin's response is {size} bytes, over the limit of {limit} bytes")]
+    ResponseTooLarge { size: usize, limit: usize },
+    #[error("cannot instantiate the plugin: {message}")]
+    Instantiate { message: String },
+}
+
+/// Per-call resource limits. Every plugin gets these unless configured otherwise.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// CPU deadline of `reconcile` and `finalize`.
+    pub call_timeout: Duration,
+    /// CPU deadline of `info`, which is called at load and must be quick.
+    pub info_timeout: Duration,
+    /// Largest linear memory a guest may grow to.
+    pub max_memory_bytes: usize,
+    /// Largest table a guest may grow to.
+    pub max_table_elements: usize,
+    /// Largest response (children + status, or `info`), in bytes.
+    pub max_response_bytes: usize,
+    /// Bytes of stdout, of stderr and of `log` kept per call; the rest is dropped.
+    pub max_output_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            call_timeout: Duration::from_secs(1),
+            info_timeout: Duration::from_millis(200),
+            max_memory_bytes: 64 << 20,
+            max_table_elements: 20_000,
+            max_response_bytes: 4 << 20,
+            max_output_bytes: 64 << 10,
+        }
+    }
+}
+
+/// How the runtime is set up.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Default limits of each call.
+    pub limits: Limits,
+    /// Where compiled artifacts are cached; `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Most guest instances alive at once (pooling allocator slots).
+    pub max_instances: u32,
+    /// Granularity of CPU deadlines.
+    pub epoch_tick: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            limits: Limits::default(),
+            cache_dir: CompileCache::default_dir(),
+            max_instances: 256,
+            epoch_tick: Duration::from_millis(5),
+        }
+    }
+}
+
+/// The process-wide wasm runtime. Cheap to share behind an `Arc`.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<SandboxState>,
+    cache: CompileCache,
+    limits: Limits,
+    epoch_tick: Duration,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("limits", &self.limits).finish()
+    }
+}
+
+impl Runtime {
+    /// Creates the engine, the linker (WASI without capabilities + `host-log`) and starts
+    /// the epoch ticker that enforces CPU deadlines.
+    pub fn new(config: RuntimeConfig) -> Result<Arc<Self>, Error> {
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(512 << 10);
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(config.max_instances)
+            .total_core_instances(config.max_instances * 8)
+            .total_memories(config.max_instances * 2)
+            .total_tables(config.max_instances * 4)
+            .max_memory_size(config.limits.max_memory_bytes)
+            .table_elements(config.limits.max_table_elements)
+            // Keeping a little memory resident makes re-instantiation cheap.
+            .linear_memory_keep_resident(1 << 20)
+            .table_keep_resident(64 << 10);
+        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&wasm).map_err(Error::ConfigureEngine)?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(Error::ConfigureEngine)?;
+        bindings::operator_host::reconciler::host_log::add_to_linker::<
+            SandboxState,
+            wasmtime::component::HasSelf<SandboxState>,
+        >(&mut linker, |state| state)
+        .map_err(Error::ConfigureEngine)?;
+
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        spawn_epoch_ticker(engine.clone(), config.epoch_tick, ticker_stop.clone());
+        Ok(Arc::new(Runtime {
+            engine,
+            linker,
+            cache: CompileCache::new(config.cache_dir),
+            limits: config.limits,
+            epoch_tick: config.epoch_tick,
+            ticker_stop,
+        }))
+    }
+
+    /// The default limits of each call.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Reads, compiles (or loads from the cache) and type-checks the plugin at `path`.
+    pub fn load(self: &Arc<Self>, path: &Path) -> Result<CompiledPlugin, Error> {
+        let bytes = std::fs::read(path).map_err(|source| Error::ReadPlugin {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        self.load_bytes(path, &bytes)
+    }
+
+    /// Like [`Runtime::load`] for bytes already read; `path` names them in messages.
+    pub fn load_bytes(self: &Arc<Self>, path: &Path, bytes: &[u8]) -> Result<CompiledPlugin, Error> {
+        check_component_header(path, bytes)?;
+        let content_hash = hex::encode(Sha256::digest(bytes));
+        let (component, cache) =
+            self.cache.load_or_compile(&self.engine, path, bytes, &content_hash)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| Error::WrongContract {
+                path: path.to_path_buf(),
+                detail: format!("it imports something the host does not provide: {e:#}"),
+            })?;
+        let pre = ReconcilerPre::new(pre).map_err(|e| Error::WrongContract {
+            path: path.to_path_buf(),
+            detail: describe_exports(&self.engine, &component, e),
+        })?;
+        Ok(CompiledPlugin {
+            runtime: self.clone(),
+            pre,
+            content_hash,
+            size: bytes.len(),
+            cache,
+            limits: self.limits.clone(),
+        })
+    }
+
+    fn deadline_ticks(&self, limit: Duration) -> u64 {
+        (limit.as_nanos() / self.epoch_tick.as_nanos().max(1)) as u64 + 1
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn spawn_epoch_ticker(engine: Engine, tick: Duration, stop: Arc<AtomicBool>) {
+    std::thread::Builder::new()
+        .name("wasm-epoch-ticker".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(tick);
+                engine.increment_epoch();
+            }
+        })
+        .expect("spawning the epoch ticker thread");
+}
+
+/// Tells a core module, a component and anything else apart before compiling.
+fn check_component_header(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(Error::NotWasm {
+            path: path.to_path_buf(),
+        });
+    }
+    // After the magic: a u16 version and a u16 layer; layer 0 is a core module, 1 a component.
+    if bytes[6..8] == [0, 0] {
+        return Err(Error::CoreModule {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// Explains a failed export check: another contract, another version, or a bad signature.
+fn describe_exports(engine: &Engine, component: &Component, error: wasmtime::Error) -> String {
+    let exports: Vec<String> = component
+        .component_type()
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let versioned_prefix = PLUGIN_INTERFACE.split('@').next().unwrap_or(PLUGIN_INTERFACE);
+    if let Some(other) = exports.iter().find(|e| e.starts_with(versioned_prefix)) {
+        format!("it exports `{other}`, this host supports `{PLUGIN_INTERFACE}`")
+    } else if exports.iter().any(|e| e == PLUGIN_INTERFACE) {
+        format!("its `{PLUGIN_INTERFACE}` export does not match the contract: {error:#}")
+    } else {
+        format!(
+            "it does not export `{PLUGIN_INTERFACE}` (its exports: {})",
+            if exports.is_empty() { "none".to_string() } else { exports.join(", ") }
+        )
+    }
+}
+
+/// A plugin that compiled and matches the contract, ready for sandboxed calls.
+#[derive(Clone)]
+pub struct CompiledPlugin {
+    runtime: Arc<Runtime>,
+    pre: ReconcilerPre<SandboxState>,
+    content_hash: String,
+    size: usize,
+    cache: CacheOutcome,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for CompiledPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledPlugin")
+            .field("content_hash", &self.content_hash)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+impl CompiledPlugin {
+    /// Hex SHA-256 of the component's bytes.
+    pub fn content_hash(&self) -> &str {
+        &self.content_hash
+    }
+
+    /// Size of the component in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Whether loading hit the compile cache.
+    pub fn cache_outcome(&self) -> CacheOutcome {
+        self.cache
+    }
+
+    /// The limits of this plugin's calls.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The same plugin with other limits (per-plugin overrides).
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Calls `info` with the short `info` deadline.
+    pub fn info(&self) -> Result<PluginInfo, CallError> {
+        let info = self.call("info", self.limits.info_timeout, |plugin, store| {
+            plugin.call_info(store)
+        })?;
+        let size = info.crd.len() + info.name.len() + info.version.len();
+        self.check_response_size(size)?;
+        Ok(info)
+    }
+
+    /// Calls `reconcile`; `context` names the parent in the plugin's log lines.
+    pub fn reconcile(
+        &self,
+        request: &ReconcileRequest,
+        context: &str,
+    ) -> Result<Result<ReconcileResponse, ReconcileError>, CallError> {
+        let result = self.call(context, self.limits.call_timeout, |plugin, store| {
+            plugin.call_reconcile(store, request)
+        })?;
+        if let Ok(response) = &result {
+            let size = response.status.len() + response.children.iter().map(String::len).sum::<usize>();
+            self.check_response_size(size)?;
+        }
+        Ok(result)
+    }
+
+    /// Calls `finalize`; `context` names the parent in the plugin's log lines.
+    pub fn finalize(
+        &self,
+        request: &ReconcileRequest,
+        context: &str,
+    ) -> Result<Result<FinalizeResponse, ReconcileError>, CallError> {
+        self.call(context, self.limits.call_timeout, |plugin, store| {
+            plugin.call_finalize(store, request)
+        })
+    }
+
+    fn check_response_size(&self, size: usize) -> Result<(), CallError> {
+        if size > self.limits.max_response_bytes {
+            return Err(CallError::ResponseTooLarge {
+                size,
+                limit: self.limits.max_response_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs `f` against a fresh instance in a fresh store, and maps failures to [`CallError`].
+    fn call<R>(
+        &self,
+        context: &str,
+        deadline: Duration,
+        f: impl FnOnce(
+            &bindings::guest::Guest,
+            &mut Store<SandboxState>,
+        ) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let runtime = &self.runtime;
+        let mut store = Store::new(&runtime.engine, SandboxState::new(&self.limits, context.into()));
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(runtime.deadline_ticks(deadline));
+        store.epoch_deadline_trap();
+
+        let outcome = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| CallError::Instantiate {
+                message: format!("{e:#}"),
+            })
+            .and_then(|instance: Reconciler| {
+                f(instance.operator_host_reconciler_plugin(), &mut store)
+                    .map_err(|e| self.classify_failure(&store, deadline, e))
+            });
+        let stderr_tail = forward_output(&store, context);
+        outcome.map_err(|error| match error {
+            CallError::Trap { message } if !stderr_tail.is_empty() => CallError::Trap {
+                message: format!("{message}; stderr: {stderr_tail}"),
+            },
+            other => other,
+        })
+    }
+
+    fn classify_failure(
+        &self,
+        store: &Store<SandboxState>,
+        deadline: Duration,
+        error: wasmtime::Error,
+    ) -> CallError {
+        if store.data().limiter.memory_limit_hit {
+            return CallError::OutOfMemory {
+                limit: self.limits.max_memory_bytes,
+            };
+        }
+        match error.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => CallError::Timeout { limit: deadline },
+            Some(trap) => CallError::Trap {
+                message: trap.to_string(),
+            },
+            None => CallError::Trap {
+                message: format!("{error:#}"),
+            },
+        }
+    }
+}
+
+/// Sends the guest's stdout/stderr to the host log; returns the end of stderr (panic messages).
+fn forward_output(store: &Store<SandboxState>, context: &str) -> String {
+    let state = store.data();
+    let mut stderr_tail = String::new();
+    for (stream, output) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+        let (text, dropped) = output.take();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            tracing::info!(target: "plugin", plugin = context, stream, "{line}");
+        }
+        if dropped > 0 {
+            tracing::warn!(target: "plugin", plugin = context, stream, dropped, "plugin output over the cap was dropped");
+        }
+        if stream == "stderr" {
+            let trimmed = text.trim();
+            let start = trimmed.len().saturating_sub(512);
+            let start = (start..=trimmed.len()).find(|&i| trimmed.is_char_boundary(i)).unwrap_or(0);
+            stderr_tail = trimmed[start..].to_string();
+        }
+    }
+    stderr_tail
+}

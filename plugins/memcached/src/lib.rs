@@ -1,0 +1,304 @@
+//! operator-host plugin for Memcached: one Deployment and one Service per `Memcached` CR.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, PodSpec, PodTemplateSpec, ResourceRequirements, Service,
+    ServicePort, ServiceSpec, TCPSocketAction, Probe,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::{CustomResource, ResourceExt};
+use operator_host_sdk::{
+    Condition, Desired, Error, Kind, Observed, Reconciler, child_meta, kind_of,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Largest `spec.size` accepted (the CRD schema says the same).
+pub const MAX_SIZE: i32 = 100;
+/// The image used when `spec.image` is not set.
+pub const DEFAULT_IMAGE: &str = "memcached:1.6.39-alpine";
+/// The port used when `spec.containerPort` is not set.
+pub const DEFAULT_PORT: i32 = 11211;
+
+/// The desired state of a Memcached cache.
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[kube(
+    group = "cache.example.com",
+    version = "v1alpha1",
+    kind = "Memcached",
+    plural = "memcacheds",
+    shortname = "mc",
+    namespaced,
+    status = "MemcachedStatus",
+    printcolumn = r#"{"name":"Size","type":"integer","jsonPath":".spec.size"}"#,
+    printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyReplicas"}"#,
+    printcolumn = r#"{"name":"Available","type":"string","jsonPath":".status.conditions[?(@.type==\"Available\")].status"}"#,
+    printcolumn = r#"{"name":"Image","type":"string","priority":1,"jsonPath":".spec.image"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MemcachedSpec {
+    /// Number of Memcached pods.
+    #[schemars(range(min = 0, max = 100))]
+    pub size: i32,
+    /// Container image.
+    #[serde(default = "default_image")]
+    pub image: String,
+    /// Port Memcached listens on, and the Service's port.
+    #[serde(default = "default_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub container_port: i32,
+    /// Compute resources of the Memcached container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+}
+
+fn default_image() -> String {
+    DEFAULT_IMAGE.to_string()
+}
+
+fn default_port() -> i32 {
+    DEFAULT_PORT
+}
+
+/// The observed state of a Memcached cache.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MemcachedStatus {
+    /// Pods of the Deployment that are ready.
+    #[serde(default)]
+    pub ready_replicas: i32,
+    /// The label selector of the pods, as a string.
+    #[serde(default)]
+    pub selector: String,
+    /// `Available`: whether `size` pods are ready.
+    #[serde(default)]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+}
+
+fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "items": {
+            "type": "object",
+            "required": ["type", "status"],
+            "properties": {
+                "type": {"type": "string"},
+                "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                "reason": {"type": "string"},
+                "message": {"type": "string"},
+                "observedGeneration": {"type": "integer", "format": "int64"},
+                "lastTransitionTime": {"type": "string", "format": "date-time"}
+            }
+        }
+    })
+}
+
+/// The Memcached reconciler.
+pub struct MemcachedOperator;
+
+impl Reconciler for MemcachedOperator {
+    type Parent = Memcached;
+    const NAME: &'static str = "memcached";
+
+    fn children() -> Vec<Kind> {
+        vec![kind_of::<Deployment>(), kind_of::<Service>()]
+    }
+
+    fn reconcile(parent: &Memcached, observed: &Observed) -> Result<Desired, Error> {
+        validate(&parent.spec)?;
+        let name = parent.name_any();
+        let labels = selector_labels(&name);
+        let mut desired = Desired::new();
+        desired.child(&deployment(&name, &parent.spec, &labels))?;
+        desired.child(&service(&name, &parent.spec, &labels))?;
+        let observed_deployment = observed.get::<Deployment>(&name)?;
+        desired.status(&status(parent, observed_deployment.as_ref(), &labels))?;
+        Ok(desired)
+    }
+}
+
+operator_host_sdk::export_reconciler!(MemcachedOperator);
+
+/// Checks what the CRD schema cannot express, and what `render` sees without an API server.
+pub fn validate(spec: &MemcachedSpec) -> Result<(), Error> {
+    if !(0..=MAX_SIZE).contains(&spec.size) {
+        return Err(Error::invalid_field(
+            "size",
+            format!("must be between 0 and {MAX_SIZE}, got {}", spec.size),
+        ));
+    }
+    if !(1..=65535).contains(&spec.container_port) {
+        return Err(Error::invalid_field(
+            "containerPort",
+            format!("must be between 1 and 65535, got {}", spec.container_port),
+        ));
+    }
+    if spec.image.trim().is_empty() || spec.image.contains(char::is_whitespace) {
+        return Err(Error::invalid_field(
+            "image",
+            format!("must be a container image reference, got {:?}", spec.image),
+        ));
+    }
+    Ok(())
+}
+
+/// Labels that select exactly one CR's pods: two CRs in a namespace never share them.
+pub fn selector_labels(name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), "memcached".to_string()),
+        ("app.kubernetes.io/instance".to_string(), name.to_string()),
+    ])
+}
+
+fn child_labels(selector: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut labels = selector.clone();
+    labels.insert("app.kubernetes.io/component".into(), "cache".into());
+    labels
+}
+
+/// Metadata of a child; the `v2` build marks every child so hot reloads can be observed.
+fn meta(name: &str, selector: &BTreeMap<String, String>) -> ObjectMeta {
+    #[allow(unused_mut)]
+    let mut meta = child_meta(name, child_labels(selector));
+    #[cfg(feature = "v2")]
+    {
+        meta.annotations = Some(BTreeMap::from([(
+            "cache.example.com/plugin-variant".to_string(),
+            "v2".to_string(),
+        )]));
+    }
+    meta
+}
+
+fn deployment(name: &str, spec: &MemcachedSpec, selector: &BTreeMap<String, String>) -> Deployment {
+    let probe = Probe {
+        tcp_socket: Some(TCPSocketAction {
+            port: IntOrString::String("memcached".into()),
+            ..TCPSocketAction::default()
+        }),
+        period_seconds: Some(10),
+        ..Probe::default()
+    };
+    Deployment {
+        metadata: meta(name, selector),
+        spec: Some(DeploymentSpec {
+            replicas: Some(spec.size),
+            selector: LabelSelector {
+                match_labels: Some(selector.clone()),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(child_labels(selector)),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "memcached".into(),
+                        image: Some(spec.image.clone()),
+                        args: Some(vec![
+                            "-m=64".into(),
+                            "-o".into(),
+                            "modern".into(),
+                            format!("-p={}", spec.container_port),
+                        ]),
+                        ports: Some(vec![ContainerPort {
+                            name: Some("memcached".into()),
+                            container_port: spec.container_port,
+                            protocol: Some("TCP".into()),
+                            ..ContainerPort::default()
+                        }]),
+                        resources: spec.resources.clone(),
+                        readiness_probe: Some(probe.clone()),
+                        liveness_probe: Some(probe),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn service(name: &str, spec: &MemcachedSpec, selector: &BTreeMap<String, String>) -> Service {
+    Service {
+        metadata: meta(name, selector),
+        spec: Some(ServiceSpec {
+            selector: Some(selector.clone()),
+            ports: Some(vec![ServicePort {
+                name: Some("memcached".into()),
+                port: spec.container_port,
+                target_port: Some(IntOrString::String("memcached".into())),
+                protocol: Some("TCP".into()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// Status from the observed Deployment: nothing is assumed that was not observed.
+fn status(
+    parent: &Memcached,
+    observed: Option<&Deployment>,
+    selector: &BTreeMap<String, String>,
+) -> MemcachedStatus {
+    let generation = parent.metadata.generation;
+    let size = parent.spec.size;
+    let deployment_status = observed.and_then(|d| d.status.clone()).unwrap_or_default();
+    let ready = deployment_status.ready_replicas.unwrap_or(0);
+    let updated = deployment_status.updated_replicas.unwrap_or(0);
+    let observed_replicas = observed.and_then(|d| d.spec.as_ref()).and_then(|s| s.replicas);
+    let available = match observed {
+        None => Condition::new(
+            "Available",
+            false,
+            "DeploymentNotFound",
+            "the Deployment has not been observed yet",
+            generation,
+        ),
+        Some(_) if observed_replicas != Some(size) => Condition::new(
+            "Available",
+            false,
+            "Scaling",
+            format!("the Deployment is being scaled to {size} replicas"),
+            generation,
+        ),
+        Some(_) if ready >= size && updated >= size => Condition::new(
+            "Available",
+            true,
+            "MinimumReplicasReady",
+            format!("{ready} of {size} pods are ready"),
+            generation,
+        ),
+        Some(_) => Condition::new(
+            "Available",
+            false,
+            "PodsNotReady",
+            format!("{ready} of {size} pods are ready"),
+            generation,
+        ),
+    };
+    MemcachedStatus {
+        ready_replicas: ready,
+        selector: selector
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(","),
+        conditions: vec![available],
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,259 @@
+//! Typed access to observed children, building desired children, and kind descriptors.
+
+use std::any::TypeId;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::Error;
+
+/// A Kubernetes kind a plugin reconciles or creates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kind {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version within the group.
+    pub version: String,
+    /// Kind, e.g. `Deployment`.
+    pub kind: String,
+    /// Plural resource name, e.g. `deployments`.
+    pub plural: String,
+    /// Whether objects of this kind are namespaced.
+    pub namespaced: bool,
+}
+
+impl Kind {
+    /// `apiVersion` as it appears in objects: `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// The [`Kind`] of a k8s-openapi type, e.g. `kind_of::<Deployment>()`.
+pub fn kind_of<K>() -> Kind
+where
+    K: k8s_openapi::Resource,
+    K::Scope: 'static,
+{
+    Kind {
+        group: K::GROUP.to_string(),
+        version: K::VERSION.to_string(),
+        kind: K::KIND.to_string(),
+        plural: K::URL_PATH_SEGMENT.to_string(),
+        namespaced: TypeId::of::<K::Scope>() == TypeId::of::<NamespaceResourceScope>(),
+    }
+}
+
+/// Metadata for a child: its name and labels only.
+///
+/// The host adds the namespace, the owner reference and its ownership labels; a plugin that
+/// sets them itself is rejected, so children stay independent of who owns them.
+pub fn child_meta(name: impl Into<String>, labels: BTreeMap<String, String>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        labels: (!labels.is_empty()).then_some(labels),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The children the host observed for one parent, as read from the API server.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    objects: Vec<Value>,
+}
+
+impl Observed {
+    /// Observed children from already-parsed JSON objects.
+    pub fn new(objects: Vec<Value>) -> Self {
+        Observed { objects }
+    }
+
+    /// Observed children from the JSON texts of the request.
+    pub fn from_json(texts: &[String]) -> Result<Self, Error> {
+        let objects = texts
+            .iter()
+            .enumerate()
+            .map(|(index, text)| {
+                serde_json::from_str(text).map_err(|e| {
+                    Error::Retry(format!("observed child #{index} is not valid JSON: {e}"))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Observed { objects })
+    }
+
+    /// The observed child of type `K` named `name`, if there is one.
+    pub fn get<K>(&self, name: &str) -> Result<Option<K>, Error>
+    where
+        K: k8s_openapi::Resource + DeserializeOwned,
+    {
+        self.objects
+            .iter()
+            .find(|o| is_kind::<K>(o) && o["metadata"]["name"].as_str() == Some(name))
+            .map(|o| decode::<K>(o))
+            .transpose()
+    }
+
+    /// Every observed child of type `K`.
+    pub fn all<K>(&self) -> Result<Vec<K>, Error>
+    where
+        K: k8s_openapi::Resource + DeserializeOwned,
+    {
+        self.objects
+            .iter()
+            .filter(|o| is_kind::<K>(o))
+            .map(decode::<K>)
+            .collect()
+    }
+
+    /// Number of observed children of any kind.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether no children were observed.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+}
+
+fn is_kind<K: k8s_openapi::Resource>(object: &Value) -> bool {
+    object["apiVersion"].as_str() == Some(K::API_VERSION) && object["kind"].as_str() == Some(K::KIND)
+}
+
+fn decode<K: DeserializeOwned + k8s_openapi::Resource>(object: &Value) -> Result<K, Error> {
+    serde_json::from_value(object.clone()).map_err(|e| {
+        Error::Retry(format!(
+            "observed {} {:?} does not decode: {e}",
+            K::KIND,
+            object["metadata"]["name"].as_str().unwrap_or("")
+        ))
+    })
+}
+
+/// What `reconcile` returns: the children that should exist, the status, and when to call again.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Desired {
+    /// The desired children as JSON objects (with `apiVersion` and `kind`).
+    pub children: Vec<Value>,
+    /// The parent's status as a JSON object.
+    pub status: Value,
+    /// Call again after this long even if nothing changes.
+    pub requeue_after: Option<Duration>,
+}
+
+impl Desired {
+    /// No children, an empty status.
+    pub fn new() -> Self {
+        Desired {
+            children: Vec::new(),
+            status: Value::Object(Default::default()),
+            requeue_after: None,
+        }
+    }
+
+    /// Adds a typed child (any k8s-openapi resource, or a custom resource type).
+    pub fn child<K>(&mut self, child: &K) -> Result<&mut Self, Error>
+    where
+        K: k8s_openapi::Resource + Serialize,
+    {
+        let mut value = serde_json::to_value(child)
+            .map_err(|e| Error::Retry(format!("cannot serialize a {}: {e}", K::KIND)))?;
+        // k8s-openapi types serialize apiVersion/kind themselves; custom types may not.
+        if let Value::Object(map) = &mut value {
+            map.entry("apiVersion")
+                .or_insert_with(|| Value::String(K::API_VERSION.to_string()));
+            map.entry("kind")
+                .or_insert_with(|| Value::String(K::KIND.to_string()));
+        }
+        self.children.push(value);
+        Ok(self)
+    }
+
+    /// Sets the status from any serializable value (normally the CR's status type).
+    pub fn status<S: Serialize>(&mut self, status: &S) -> Result<&mut Self, Error> {
+        self.status = serde_json::to_value(status)
+            .map_err(|e| Error::Retry(format!("cannot serialize the status: {e}")))?;
+        Ok(self)
+    }
+
+    /// Asks to be called again after `after` even if nothing changes.
+    pub fn requeue_after(&mut self, after: Duration) -> &mut Self {
+        self.requeue_after = Some(after);
+        self
+    }
+
+    /// The desired child of type `K` named `name`, decoded: handy in unit tests.
+    pub fn get<K>(&self, name: &str) -> Option<K>
+    where
+        K: k8s_openapi::Resource + DeserializeOwned,
+    {
+        self.children
+            .iter()
+            .find(|o| is_kind::<K>(o) && o["metadata"]["name"].as_str() == Some(name))
+            .and_then(|o| serde_json::from_value(o.clone()).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    use serde_json::json;
+
+    #[test]
+    fn kind_of_reads_group_plural_and_scope() {
+        let deployment = kind_of::<Deployment>();
+        assert_eq!(deployment.group, "apps");
+        assert_eq!(deployment.plural, "deployments");
+        assert_eq!(deployment.api_version(), "apps/v1");
+        assert!(deployment.namespaced);
+        assert_eq!(kind_of::<Service>().api_version(), "v1");
+        assert!(!kind_of::<ClusterRole>().namespaced);
+    }
+
+    #[test]
+    fn observed_get_matches_kind_and_name() {
+        let observed = Observed::new(vec![
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"},
+                   "status": {"readyReplicas": 2}}),
+        ]);
+        let deployment: Deployment = observed.get("a").unwrap().unwrap();
+        assert_eq!(deployment.status.unwrap().ready_replicas, Some(2));
+        assert!(observed.get::<Deployment>("b").unwrap().is_none());
+        assert_eq!(observed.all::<Service>().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn observed_rejects_invalid_json_with_the_index() {
+        let err = Observed::from_json(&["{}".into(), "not json".into()]).unwrap_err();
+        assert!(err.message().contains("#1"), "{err}");
+    }
+
+    #[test]
+    fn desired_child_carries_api_version_and_kind() {
+        let mut desired = Desired::new();
+        desired
+            .child(&Service {
+                metadata: child_meta("svc", BTreeMap::new()),
+                ..Service::default()
+            })
+            .unwrap();
+        assert_eq!(desired.children[0]["apiVersion"], "v1");
+        assert_eq!(desired.children[0]["kind"], "Service");
+        assert!(desired.children[0]["metadata"].get("labels").is_none());
+        assert!(desired.get::<Service>("svc").is_some());
+    }
+}

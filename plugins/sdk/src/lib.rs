@@ -1,0 +1,89 @@
+//! Guest-side SDK for operator-host plugins: implement [`Reconciler`], call [`export_reconciler!`].
+//!
+//! A plugin author writes the parent's spec as a Rust type with `#[derive(CustomResource)]`
+//! (so the CRD comes from the same type the logic uses), implements [`Reconciler`] for a unit
+//! struct, and exports it:
+//!
+//! ```ignore
+//! struct MyOperator;
+//! impl operator_host_sdk::Reconciler for MyOperator {
+//!     type Parent = MyKind;
+//!     const NAME: &'static str = "my-operator";
+//!     fn children() -> Vec<operator_host_sdk::Kind> { vec![operator_host_sdk::kind_of::<Deployment>()] }
+//!     fn reconcile(parent: &MyKind, observed: &Observed) -> Result<Desired, Error> { ... }
+//! }
+//! operator_host_sdk::export_reconciler!(MyOperator);
+//! ```
+//!
+//! The logic is plain Rust: call `reconcile` from native `cargo test` with typed values.
+//! Plugins run without files, network, environment or clock; everything they may use is in
+//! the request, which keeps their output deterministic (see the README's "Writing a plugin").
+
+pub mod bindings {
+    //! Bindings generated from the contract in `wit/`; plugin authors rarely need them.
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "operator-host:reconciler/reconciler@0.1.0",
+        pub_export_macro: true,
+        export_macro_name: "__export_reconciler_bindings",
+        default_bindings_module: "operator_host_sdk::bindings",
+    });
+}
+
+mod children;
+mod error;
+pub mod log;
+mod reconciler;
+mod status;
+
+#[doc(hidden)]
+pub mod __private;
+
+pub use children::{Desired, Kind, Observed, child_meta, kind_of};
+pub use error::Error;
+pub use reconciler::{Finalized, Reconciler};
+pub use status::Condition;
+
+pub use k8s_openapi;
+pub use kube;
+pub use schemars;
+pub use serde_json;
+
+/// Exports a [`Reconciler`] implementation as the plugin's `plugin` interface.
+///
+/// Use it exactly once, in the plugin crate's `lib.rs`. The plugin's version is the
+/// crate's `CARGO_PKG_VERSION`.
+#[macro_export]
+macro_rules! export_reconciler {
+    ($reconciler:ty) => {
+        struct __OperatorHostGuest;
+
+        impl $crate::bindings::exports::operator_host::reconciler::plugin::Guest
+            for __OperatorHostGuest
+        {
+            fn info() -> $crate::bindings::operator_host::reconciler::types::PluginInfo {
+                $crate::__private::info::<$reconciler>(env!("CARGO_PKG_VERSION"))
+            }
+
+            fn reconcile(
+                request: $crate::bindings::operator_host::reconciler::types::ReconcileRequest,
+            ) -> ::core::result::Result<
+                $crate::bindings::operator_host::reconciler::types::ReconcileResponse,
+                $crate::bindings::operator_host::reconciler::types::ReconcileError,
+            > {
+                $crate::__private::reconcile::<$reconciler>(request)
+            }
+
+            fn finalize(
+                request: $crate::bindings::operator_host::reconciler::types::ReconcileRequest,
+            ) -> ::core::result::Result<
+                $crate::bindings::operator_host::reconciler::types::FinalizeResponse,
+                $crate::bindings::operator_host::reconciler::types::ReconcileError,
+            > {
+                $crate::__private::finalize::<$reconciler>(request)
+            }
+        }
+
+        $crate::bindings::__export_reconciler_bindings!(__OperatorHostGuest with_types_in $crate::bindings);
+    };
+}

@@ -1,0 +1,47 @@
+//! Kubernetes-style status conditions, without a clock.
+
+use serde::{Deserialize, Serialize};
+
+/// A status condition in the shape of `metav1.Condition`.
+///
+/// Plugins have no clock, so they leave `last_transition_time` empty: the host stamps it
+/// when it writes status, keeping the previous time while the condition's status is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Condition type, CamelCase (e.g. `Available`).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// A CamelCase reason for the last transition.
+    pub reason: String,
+    /// A human-readable message.
+    pub message: String,
+    /// The parent's `metadata.generation` this condition was computed from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Filled in by the host; plugins leave it empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+impl Condition {
+    /// A condition that is `True` when `ok`, `False` otherwise.
+    pub fn new(
+        type_: &str,
+        ok: bool,
+        reason: &str,
+        message: impl Into<String>,
+        observed_generation: Option<i64>,
+    ) -> Self {
+        Condition {
+            type_: type_.to_string(),
+            status: if ok { "True" } else { "False" }.to_string(),
+            reason: reason.to_string(),
+            message: message.into(),
+            observed_generation,
+            last_transition_time: None,
+        }
+    }
+}
