@@ -1,1 +1,2 @@
-//! Integration-test support.
+//! Integration-test support: the shared local control plane and per-test namespaces.
+pub mod devcluster;

@@ -1,0 +1,351 @@
+//! Access to the local Kubernetes control plane (deploy/devcluster) for integration tests.
+//!
+//! The first use in a test binary runs `deploy/devcluster/start.sh`, which is
+//! idempotent and serialised by a file lock, so every test binary shares one
+//! cluster. Setting `OPERATOR_HOST_TEST_KUBECONFIG` attaches to an existing
+//! cluster instead. A cluster that cannot start fails the test, never skips it.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+/// Names a kubeconfig of an already running cluster to use instead of the devcluster.
+pub const KUBECONFIG_ENV: &str = "OPERATOR_HOST_TEST_KUBECONFIG";
+
+/// Label put on every test namespace, so leftovers are easy to find and delete.
+pub const TEST_NAMESPACE_LABEL: &str = "operator-host.test/namespace";
+
+/// What went wrong, named for the step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("starting the devcluster with {script} failed ({status}):\n{output}")]
+    StartCluster {
+        script: PathBuf,
+        status: String,
+        output: String,
+    },
+    #[error("reading kubeconfig {path}: {source}")]
+    ReadKubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("building a client from {path}: {source}")]
+    BuildClient {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("creating namespace {name}: {source}")]
+    CreateNamespace {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("deleting namespace {name}: {source}")]
+    DeleteNamespace {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("timed out after {timeout:?} waiting for {what}; last error: {last}")]
+    WaitTimeout {
+        what: String,
+        timeout: Duration,
+        last: String,
+    },
+}
+
+/// The repository root (this crate lives in `<root>/tests`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// State directory of the shared devcluster (`<root>/target/devcluster`).
+pub fn state_dir() -> PathBuf {
+    repo_root().join("target").join("devcluster")
+}
+
+/// The Kubernetes release the devcluster is pinned to, read from its go.mod.
+pub fn pinned_kubernetes_version() -> String {
+    let go_mod = repo_root().join("deploy/devcluster/go.mod");
+    let text = std::fs::read_to_string(&go_mod)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", go_mod.display()));
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("k8s.io/kubernetes "))
+        .map(|v| v.trim().to_string())
+        .next()
+        .unwrap_or_else(|| panic!("no k8s.io/kubernetes requirement in {}", go_mod.display()))
+}
+
+/// The cluster every test of this binary uses, started on first use.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// Admin kubeconfig.
+    pub kubeconfig: PathBuf,
+    kubeconfig_data: Kubeconfig,
+}
+
+static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+
+/// Starts (or attaches to) the shared cluster; panics with the reason if it cannot.
+pub fn cluster() -> &'static Cluster {
+    // The error is kept as text so every test that asks reports the same reason.
+    match CLUSTER.get_or_init(|| start_or_attach().map_err(|e| e.to_string())) {
+        Ok(cluster) => cluster,
+        Err(reason) => panic!("the test cluster is unavailable: {reason}"),
+    }
+}
+
+fn start_or_attach() -> Result<Cluster, Error> {
+    let kubeconfig = match std::env::var_os(KUBECONFIG_ENV) {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => {
+            start_devcluster(&state_dir())?;
+            state_dir().join("kubeconfig")
+        }
+    };
+    let kubeconfig_data =
+        Kubeconfig::read_from(&kubeconfig).map_err(|source| Error::ReadKubeconfig {
+            path: kubeconfig.clone(),
+            source,
+        })?;
+    Ok(Cluster {
+        kubeconfig,
+        kubeconfig_data,
+    })
+}
+
+/// Runs `deploy/devcluster/start.sh` for the state directory `dir` and waits for it.
+pub fn start_devcluster(dir: &Path) -> Result<(), Error> {
+    let script = repo_root().join("deploy/devcluster/start.sh");
+    let output = Command::new(&script)
+        .env("DEVCLUSTER_DIR", dir)
+        .output()
+        .map_err(|e| Error::StartCluster {
+            script: script.clone(),
+            status: "not run".into(),
+            output: e.to_string(),
+        })?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(Error::StartCluster {
+        script,
+        status: output.status.to_string(),
+        output: format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    })
+}
+
+/// Runs `deploy/devcluster/stop.sh` for the state directory `dir`; returns its output.
+pub fn stop_devcluster(dir: &Path) -> std::io::Result<std::process::Output> {
+    Command::new(repo_root().join("deploy/devcluster/stop.sh"))
+        .env("DEVCLUSTER_DIR", dir)
+        .output()
+}
+
+impl Cluster {
+    /// A new client for the current test's runtime (a `Client` is bound to the
+    /// tokio runtime that made it, and each `#[tokio::test]` has its own).
+    pub async fn client(&self) -> Result<Client, Error> {
+        let build_err = |source: Box<dyn std::error::Error + Send + Sync>| Error::BuildClient {
+            path: self.kubeconfig.clone(),
+            source,
+        };
+        let config = Config::from_custom_kubeconfig(
+            self.kubeconfig_data.clone(),
+            &KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| build_err(Box::new(e)))?;
+        Client::try_from(config).map_err(|e| build_err(Box::new(e)))
+    }
+}
+
+/// A client of the shared cluster, starting it first if needed.
+pub async fn client() -> Client {
+    // start.sh blocks for seconds; keep it off the async worker.
+    let cluster = tokio::task::spawn_blocking(cluster)
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    cluster
+        .client()
+        .await
+        .unwrap_or_else(|e| panic!("the test cluster is unavailable: {e}"))
+}
+
+/// The kubectl built with the devcluster (same version), or `kubectl` from PATH.
+pub fn kubectl_path() -> PathBuf {
+    let built = state_dir().join("bin").join("kubectl");
+    if built.exists() {
+        built
+    } else {
+        PathBuf::from("kubectl")
+    }
+}
+
+/// A `kubectl` command aimed at the shared cluster (`--kubeconfig` set).
+pub fn kubectl() -> Command {
+    let mut cmd = Command::new(kubectl_path());
+    cmd.arg("--kubeconfig").arg(&cluster().kubeconfig);
+    cmd
+}
+
+/// Polls `check` every 100 ms until it yields `Some`, or fails after `timeout`.
+/// Errors from `check` count as "not yet" and the last one is reported.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("none");
+    loop {
+        match check().await {
+            Ok(Some(value)) => return Ok(value),
+            Ok(None) => {}
+            Err(e) => last = format!("{e:#}"),
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::WaitTimeout {
+                what: what.to_string(),
+                timeout,
+                last,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A namespace of its own for one test, deleted by `cleanup()` (or, best
+/// effort, on drop).
+#[derive(Debug)]
+pub struct TestNamespace {
+    name: String,
+    client: Client,
+    deleted: bool,
+}
+
+impl TestNamespace {
+    /// Creates a namespace named after `test_name` plus a unique suffix, and
+    /// waits for its default ServiceAccount (pods are refused until it exists).
+    pub async fn new(test_name: &str) -> Result<Self, Error> {
+        let client = client().await;
+        let name = unique_name(test_name);
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                labels: Some([(TEST_NAMESPACE_LABEL.to_string(), "true".to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .map_err(|source| Error::CreateNamespace {
+                name: name.clone(),
+                source,
+            })?;
+        let sa: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+        wait_for(
+            &format!("the default ServiceAccount of {name}"),
+            Duration::from_secs(30),
+            || async { Ok(sa.get_opt("default").await?.map(|_| ())) },
+        )
+        .await?;
+        Ok(Self {
+            name,
+            client,
+            deleted: false,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// Typed API for namespaced objects of this namespace.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.name)
+    }
+
+    /// Deletes the namespace (without waiting for its contents to go).
+    pub async fn cleanup(mut self) -> Result<(), Error> {
+        self.deleted = true;
+        match Api::<Namespace>::all(self.client.clone())
+            .delete(&self.name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(source) => Err(Error::DeleteNamespace {
+                name: self.name.clone(),
+                source,
+            }),
+        }
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        if self.deleted {
+            return;
+        }
+        // Drop cannot await; kubectl on a plain thread does not need the
+        // (possibly shutting down) runtime. Best effort: errors are ignored.
+        let mut cmd = kubectl();
+        cmd.args(["delete", "namespace", &self.name, "--wait=false", "--ignore-not-found"]);
+        let _ = std::thread::spawn(move || cmd.output()).join();
+    }
+}
+
+/// A DNS-label name derived from `test_name`, unique per process and call.
+pub fn unique_name(test_name: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let mut base: String = test_name
+        .rsplit("::")
+        .next()
+        .unwrap_or(test_name)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    base.truncate(40);
+    let base = base.trim_matches('-');
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let suffix = (nanos ^ std::process::id().rotate_left(16) ^ n.wrapping_mul(0x9e37_79b9)) & 0xff_ffff;
+    format!("t-{base}-{suffix:06x}")
+}
