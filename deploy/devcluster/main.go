@@ -239,8 +239,13 @@ func up(dir, bin string, nodeCount int, readyTimeout time.Duration) (err error) 
 		return err
 	}
 
+	info, err := client.Discovery().ServerVersion()
+	if err != nil {
+		return err
+	}
+	st.Version = info.GitVersion
 	for i := 0; i < nodeCount; i++ {
-		if err := createNode(readyCtx, client, fmt.Sprintf("kwok-node-%d", i)); err != nil {
+		if err := createNode(readyCtx, client, fmt.Sprintf("kwok-node-%d", i), st.Version); err != nil {
 			return err
 		}
 	}
@@ -268,9 +273,6 @@ func up(dir, bin string, nodeCount int, readyTimeout time.Duration) (err error) 
 		return err == nil, err
 	}); err != nil {
 		return err
-	}
-	if info, err := client.Discovery().ServerVersion(); err == nil {
-		st.Version = info.GitVersion
 	}
 
 	st.Children = sup.pids()
@@ -337,6 +339,8 @@ func startEtcd(dataDir, logFile string, clientPort, peerPort int) (*embed.Etcd, 
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{curl}, []url.URL{curl}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{purl}, []url.URL{purl}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	// A single member: short raft ticks make it elect itself in ~0.1s, not ~1s.
+	cfg.TickMs, cfg.ElectionMs = 10, 100
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, err
@@ -353,7 +357,7 @@ func startEtcd(dataDir, logFile string, clientPort, peerPort int) (*embed.Etcd, 
 	}
 }
 
-func createNode(ctx context.Context, client kubernetes.Interface, name string) error {
+func createNode(ctx context.Context, client kubernetes.Interface, name, version string) error {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("32"),
 		corev1.ResourceMemory: resource.MustParse("256Gi"),
@@ -380,7 +384,7 @@ func createNode(ctx context.Context, client kubernetes.Interface, name string) e
 			NodeInfo: corev1.NodeSystemInfo{
 				Architecture:    runtime.GOARCH,
 				OperatingSystem: "linux",
-				KubeletVersion:  "fake",
+				KubeletVersion:  version,
 			},
 		},
 	}

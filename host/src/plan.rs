@@ -174,11 +174,11 @@ pub fn plan_from_response(
         PlanError::InvalidPluginOutput(format!("the status is not valid JSON: {e}"))
     })?;
     let message = format!(
-        "{} children applied by plugin {}@{} ({})",
-        apply.len(),
+        "plugin {}@{} ({}) produced {} children",
         plugin.name,
         plugin.version,
-        short_hash(&plugin.content_hash)
+        short_hash(&plugin.content_hash),
+        apply.len()
     );
     let status = merge_status(parent.object, status, reconciled(true, "ReconcileSucceeded", &message), now)?;
     Ok(Plan {

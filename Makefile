@@ -1,0 +1,57 @@
+# Single entry point: the README's commands are targets here, and .ci/run calls them.
+
+CARGO_TARGET_DIR ?= $(CURDIR)/target
+export CARGO_TARGET_DIR
+WASM_OUT := $(CARGO_TARGET_DIR)/wasm32-wasip2/plugin
+PLUGINS_DIR := target/plugins
+TEST_PLUGINS_DIR := target/test-plugins
+# Example plugins, served by `operator-host run`.
+PLUGINS := memcached
+# Test-only plugins: hostile guests, another contract version, the v2 Memcached.
+TEST_PLUGINS := hostile wrong-contract
+
+.PHONY: build host plugins test-plugins test lint fmt bench cluster cluster-down demo clean
+
+build: host plugins
+
+host:
+	cargo build --release -p operator-host
+
+plugins:
+	cargo build --target wasm32-wasip2 --profile plugin $(addprefix -p ,$(PLUGINS))
+	mkdir -p $(PLUGINS_DIR)
+	for p in $(PLUGINS); do cp $(WASM_OUT)/$$p.wasm $(PLUGINS_DIR)/$$p.wasm.tmp && mv $(PLUGINS_DIR)/$$p.wasm.tmp $(PLUGINS_DIR)/$$p.wasm; done
+
+test-plugins: plugins
+	cargo build --target wasm32-wasip2 --profile plugin $(addprefix -p ,$(TEST_PLUGINS))
+	mkdir -p $(TEST_PLUGINS_DIR)
+	for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(TEST_PLUGINS_DIR)/$$p.wasm; done
+	cp $(PLUGINS_DIR)/memcached.wasm $(TEST_PLUGINS_DIR)/memcached-v1.wasm
+	cargo build --target wasm32-wasip2 --profile plugin -p memcached --features v2
+	cp $(WASM_OUT)/memcached.wasm $(TEST_PLUGINS_DIR)/memcached-v2.wasm
+	# Leave the v1 build in cargo's output so the next `make plugins` is a no-op.
+	cargo build --target wasm32-wasip2 --profile plugin -p memcached
+
+# The README's test command: every test, including those against the local control plane.
+test: test-plugins
+	cargo test --workspace --no-fail-fast
+
+lint:
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	cargo fmt --all
+
+bench: test-plugins
+	cargo bench -p operator-host --bench sandbox
+
+cluster:
+	deploy/devcluster/start.sh
+
+cluster-down:
+	deploy/devcluster/stop.sh
+
+clean:
+	cargo clean
+	rm -rf $(PLUGINS_DIR) $(TEST_PLUGINS_DIR)

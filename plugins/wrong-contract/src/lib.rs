@@ -1,0 +1,46 @@
+//! Test-only plugin that implements contract version 0.2.0: the host must refuse to load it.
+// wit-bindgen expands `unsafe` export glue into this crate (the SDK hides it for real plugins).
+#![allow(unsafe_code)]
+
+wit_bindgen::generate!({
+    path: "wit",
+    world: "operator-host:reconciler/reconciler@0.2.0",
+});
+
+use exports::operator_host::reconciler::plugin::Guest;
+use operator_host::reconciler::types::{
+    FinalizeResponse, GroupVersionKind, PluginInfo, ReconcileError, ReconcileRequest,
+    ReconcileResponse,
+};
+
+struct WrongContract;
+
+impl Guest for WrongContract {
+    fn info() -> PluginInfo {
+        let kind = GroupVersionKind {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "Thing".into(),
+            plural: "things".into(),
+            namespaced: true,
+        };
+        PluginInfo {
+            name: "wrong-contract".into(),
+            version: "0.1.0".into(),
+            parent: kind,
+            children: vec![],
+            needs_finalize: false,
+            crd: "{}".into(),
+        }
+    }
+
+    fn reconcile(_: ReconcileRequest) -> Result<ReconcileResponse, ReconcileError> {
+        Err(ReconcileError::Retry("never called".into()))
+    }
+
+    fn finalize(_: ReconcileRequest) -> Result<FinalizeResponse, ReconcileError> {
+        Err(ReconcileError::Retry("never called".into()))
+    }
+}
+
+export!(WrongContract);
