@@ -85,7 +85,7 @@ pub fn pinned_kubernetes_version() -> String {
         .unwrap_or_else(|e| panic!("reading {}: {e}", go_mod.display()));
     text.lines()
         .filter_map(|l| l.trim().strip_prefix("k8s.io/kubernetes "))
-        .map(|v| v.trim().to_string())
+        .filter_map(|v| v.split_whitespace().next().map(str::to_string))
         .next()
         .unwrap_or_else(|| panic!("no k8s.io/kubernetes requirement in {}", go_mod.display()))
 }
@@ -235,7 +235,6 @@ where
 
 /// A namespace of its own for one test, deleted by `cleanup()` (or, best
 /// effort, on drop).
-#[derive(Debug)]
 pub struct TestNamespace {
     name: String,
     client: Client,
@@ -308,6 +307,12 @@ impl TestNamespace {
                 source,
             }),
         }
+    }
+}
+
+impl std::fmt::Debug for TestNamespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestNamespace").field("name", &self.name).finish()
     }
 }
 
