@@ -67,4 +67,9 @@ echo "devcluster: built in $((SECONDS - start))s" >&2
 
 rm -rf "$out"
 mv "$tmp" "$out"
+# Each key holds ~500 MB of binaries: drop the builds of older inputs
+# (running processes keep their deleted executables alive).
+for old in "$cache_root"/*/; do
+	[ "${old%/}" = "$cache_root/$key" ] || rm -rf "$old"
+done
 echo "$out"

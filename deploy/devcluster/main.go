@@ -210,6 +210,10 @@ func up(dir, bin string, nodeCount int, readyTimeout time.Duration) (err error) 
 		"--cluster-signing-cert-file=" + p("ca.crt"),
 		"--cluster-signing-key-file=" + p("ca.key"),
 		"--cluster-name=devcluster",
+		// Every controller first fetches its own service-account token; at
+		// the default 20 QPS that alone takes seconds.
+		"--kube-api-qps=500",
+		"--kube-api-burst=1000",
 		"--profiling=false",
 		"--v=1",
 	}); err != nil {
@@ -332,7 +336,7 @@ func startEtcd(dataDir, logFile string, clientPort, peerPort int) (*embed.Etcd, 
 	cfg.Dir = dataDir
 	cfg.UnsafeNoFsync = true
 	cfg.Logger = "zap"
-	cfg.LogLevel = "warn"
+	cfg.LogLevel = "error"
 	cfg.LogOutputs = []string{logFile}
 	curl := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", clientPort)}
 	purl := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", peerPort)}

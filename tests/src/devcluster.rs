@@ -312,7 +312,9 @@ impl TestNamespace {
 
 impl std::fmt::Debug for TestNamespace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TestNamespace").field("name", &self.name).finish()
+        f.debug_struct("TestNamespace")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -324,7 +326,13 @@ impl Drop for TestNamespace {
         // Drop cannot await; kubectl on a plain thread does not need the
         // (possibly shutting down) runtime. Best effort: errors are ignored.
         let mut cmd = kubectl();
-        cmd.args(["delete", "namespace", &self.name, "--wait=false", "--ignore-not-found"]);
+        cmd.args([
+            "delete",
+            "namespace",
+            &self.name,
+            "--wait=false",
+            "--ignore-not-found",
+        ]);
         let _ = std::thread::spawn(move || cmd.output()).join();
     }
 }
@@ -352,6 +360,7 @@ pub fn unique_name(test_name: &str) -> String {
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let suffix = (nanos ^ std::process::id().rotate_left(16) ^ n.wrapping_mul(0x9e37_79b9)) & 0xff_ffff;
+    let suffix =
+        (nanos ^ std::process::id().rotate_left(16) ^ n.wrapping_mul(0x9e37_79b9)) & 0xff_ffff;
     format!("t-{base}-{suffix:06x}")
 }

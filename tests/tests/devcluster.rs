@@ -10,7 +10,9 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
@@ -32,7 +34,11 @@ async fn version_endpoint_reports_the_pinned_kubernetes_release() {
         .args(["version", "-o", "json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["clientVersion"]["gitVersion"], json!(pinned));
     assert_eq!(v["serverVersion"]["gitVersion"], json!(pinned));
@@ -48,7 +54,12 @@ async fn fake_nodes_are_listed_and_ready() {
     let ready: Vec<String> = nodes
         .items
         .iter()
-        .filter(|n| n.annotations().get("kwok.x-k8s.io/node").map(String::as_str) == Some("fake"))
+        .filter(|n| {
+            n.annotations()
+                .get("kwok.x-k8s.io/node")
+                .map(String::as_str)
+                == Some("fake")
+        })
         .filter(|n| node_is_ready(n))
         .map(|n| n.name_any())
         .collect();
@@ -69,16 +80,27 @@ async fn deployment_with_three_replicas_gets_three_running_ready_pods() {
     let pods: Api<Pod> = ns.api();
     wait_for("3 running, ready pods", TIMEOUT, || async {
         let list = pods.list(&ListParams::default().labels("app=web")).await?;
-        let ready = list.items.iter().filter(|p| pod_is_running_and_ready(p)).count();
+        let ready = list
+            .items
+            .iter()
+            .filter(|p| pod_is_running_and_ready(p))
+            .count();
         Ok((ready == 3 && list.items.len() == 3).then_some(()))
     })
     .await
     .unwrap();
-    wait_for("the Deployment to report 3 ready replicas", TIMEOUT, || async {
-        let d = deployments.get("web").await?;
-        let status = d.status.unwrap_or_default();
-        Ok((status.ready_replicas == Some(3) && status.available_replicas == Some(3)).then_some(()))
-    })
+    wait_for(
+        "the Deployment to report 3 ready replicas",
+        TIMEOUT,
+        || async {
+            let d = deployments.get("web").await?;
+            let status = d.status.unwrap_or_default();
+            Ok(
+                (status.ready_replicas == Some(3) && status.available_replicas == Some(3))
+                    .then_some(()),
+            )
+        },
+    )
     .await
     .unwrap();
     ns.cleanup().await.unwrap();
@@ -104,7 +126,11 @@ async fn deleting_a_deployment_garbage_collects_its_replicaset_and_pods() {
         Ok(list
             .items
             .iter()
-            .find(|rs| rs.owner_references().iter().any(|o| o.uid == uid && o.controller == Some(true)))
+            .find(|rs| {
+                rs.owner_references()
+                    .iter()
+                    .any(|o| o.uid == uid && o.controller == Some(true))
+            })
             .and_then(|rs| rs.uid()))
     })
     .await
@@ -125,11 +151,15 @@ async fn deleting_a_deployment_garbage_collects_its_replicaset_and_pods() {
         .delete("gc", &DeleteParams::background())
         .await
         .unwrap();
-    wait_for("the ReplicaSet and pods to be garbage-collected", TIMEOUT, || async {
-        let rs = replicasets.list(&ListParams::default()).await?.items.len();
-        let p = pods.list(&ListParams::default()).await?.items.len();
-        Ok((rs == 0 && p == 0).then_some(()))
-    })
+    wait_for(
+        "the ReplicaSet and pods to be garbage-collected",
+        TIMEOUT,
+        || async {
+            let rs = replicasets.list(&ListParams::default()).await?.items.len();
+            let p = pods.list(&ListParams::default()).await?.items.len();
+            Ok((rs == 0 && p == 0).then_some(()))
+        },
+    )
     .await
     .unwrap();
     ns.cleanup().await.unwrap();
@@ -211,7 +241,9 @@ async fn custom_resource_definition_becomes_established_and_its_objects_can_be_w
     .unwrap();
     assert_eq!(seen.data["spec"]["size"], json!(3));
 
-    crds.delete(&crd_name, &DeleteParams::default()).await.unwrap();
+    crds.delete(&crd_name, &DeleteParams::default())
+        .await
+        .unwrap();
     ns.cleanup().await.unwrap();
 }
 
@@ -225,7 +257,10 @@ fn stopping_a_devcluster_leaves_no_process_behind() {
     let dir = tempfile::tempdir().unwrap();
     devcluster::start_devcluster(dir.path()).unwrap_or_else(|e| panic!("{e}"));
     let tree = cluster_processes(dir.path());
-    assert!(tree.len() >= 5, "devcluster and its 4 children expected, found {tree:?}");
+    assert!(
+        tree.len() >= 5,
+        "devcluster and its 4 children expected, found {tree:?}"
+    );
 
     let out = devcluster::stop_devcluster(dir.path()).unwrap();
     assert!(out.status.success(), "stop.sh: {out:?}");
@@ -241,7 +276,10 @@ fn killing_a_devcluster_with_sigkill_kills_its_children() {
     let dir = tempfile::tempdir().unwrap();
     devcluster::start_devcluster(dir.path()).unwrap_or_else(|e| panic!("{e}"));
     let tree = cluster_processes(dir.path());
-    assert!(tree.len() >= 5, "devcluster and its 4 children expected, found {tree:?}");
+    assert!(
+        tree.len() >= 5,
+        "devcluster and its 4 children expected, found {tree:?}"
+    );
 
     let pid = read_pid(dir.path());
     let status = std::process::Command::new("kill")
@@ -257,7 +295,10 @@ fn killing_a_devcluster_with_sigkill_kills_its_children() {
         if left.is_empty() {
             break;
         }
-        assert!(Instant::now() < deadline, "still running 10 s after SIGKILL: {left:?}");
+        assert!(
+            Instant::now() < deadline,
+            "still running 10 s after SIGKILL: {left:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     // Nothing to stop any more; stop.sh must cope with the stale state.
