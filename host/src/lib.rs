@@ -4,7 +4,11 @@
 //! - [`plugin`]: a loaded plugin whose declaration (`info`) was validated.
 //! - [`plan`]: the one pure function from plugin output to what the host will do.
 //! - [`render`]: offline rendering of a CR through a plugin, using [`plan`].
+//! - [`controller`]: the run loop against the API server (watch, apply, prune, status).
+//! - [`metrics`]: Prometheus metrics and health endpoints.
 
+pub mod controller;
+pub mod metrics;
 pub mod plan;
 pub mod plugin;
 pub mod render;

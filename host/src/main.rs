@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
+use operator_host::controller::{self, RunConfig};
 use operator_host::plan::PlanError;
 use operator_host::plugin::Plugin;
 use operator_host::render;
-use operator_host::runtime::{CompileCache, Limits, Runtime, RuntimeConfig, CONTRACT};
+use operator_host::runtime::{CONTRACT, CompileCache, Limits, Runtime, RuntimeConfig};
 
 /// Exit code when the plugin rejected the input (an invalid spec).
 const EXIT_REJECTED: u8 = 3;
@@ -20,7 +21,11 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_FAILURE: u8 = 1;
 
 #[derive(Debug, Parser)]
-#[command(name = "operator-host", version, about = "A Kubernetes operator host whose reconcilers are WebAssembly components")]
+#[command(
+    name = "operator-host",
+    version,
+    about = "A Kubernetes operator host whose reconcilers are WebAssembly components"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -49,6 +54,30 @@ struct RuntimeArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run every plugin in a directory as a controller against the cluster.
+    Run {
+        /// Directory of plugin components (*.wasm).
+        #[arg(long, default_value = "target/plugins")]
+        plugins: PathBuf,
+        /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config).
+        #[arg(long, env = "KUBECONFIG")]
+        kubeconfig: Option<PathBuf>,
+        /// Only watch and reconcile parents in this namespace (default: all namespaces).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Apply each plugin's CRD and wait until it is Established before starting it.
+        #[arg(long)]
+        install_crds: bool,
+        /// Address of /metrics, /healthz and /readyz.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        metrics_addr: std::net::SocketAddr,
+        /// Reconcile every parent at least this often, in seconds.
+        #[arg(long, default_value_t = 300)]
+        resync_secs: u64,
+        /// Most reconciles running at once per plugin.
+        #[arg(long, default_value_t = 32)]
+        concurrency: u16,
+    },
     /// Print the children and status a plugin computes for a CR, without a cluster.
     Render {
         /// The plugin component (.wasm).
@@ -116,7 +145,9 @@ fn exit_code(error: &anyhow::Error) -> u8 {
         };
     }
     if error.downcast_ref::<render::Error>().is_some()
-        || error.downcast_ref::<operator_host::plugin::Error>().is_some()
+        || error
+            .downcast_ref::<operator_host::plugin::Error>()
+            .is_some()
     {
         return EXIT_USAGE;
     }
@@ -124,8 +155,36 @@ fn exit_code(error: &anyhow::Error) -> u8 {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let runtime = Runtime::new(runtime_config(&cli.runtime)).context("starting the wasm runtime")?;
+    let runtime =
+        Runtime::new(runtime_config(&cli.runtime)).context("starting the wasm runtime")?;
     match cli.command {
+        Command::Run {
+            plugins,
+            kubeconfig,
+            namespace,
+            install_crds,
+            metrics_addr,
+            resync_secs,
+            concurrency,
+        } => {
+            let config = RunConfig {
+                plugins_dir: plugins,
+                namespace,
+                install_crds,
+                metrics_addr: Some(metrics_addr),
+                resync: Duration::from_secs(resync_secs),
+                concurrency,
+            };
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?
+                .block_on(async move {
+                    let client = kube_client(kubeconfig.as_deref()).await?;
+                    controller::run(client, runtime, config).await?;
+                    anyhow::Ok(())
+                })?;
+        }
         Command::Render {
             plugin,
             cr,
@@ -138,14 +197,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let plan = render::render(&plugin, &cr, observed.as_deref(), &now)?;
             match output {
                 Format::Yaml => print!("{}", render::to_yaml_stream(&plan)),
-                Format::Json => println!("{}", serde_json::to_string_pretty(&render::to_json(&plan))?),
+                Format::Json => {
+                    println!("{}", serde_json::to_string_pretty(&render::to_json(&plan))?)
+                }
             }
         }
         Command::Crd { plugin } => {
             let plugin = load(&runtime, &plugin)?;
             print!("{}", serde_yaml::to_string(&plugin.decl.crd)?);
         }
-        Command::Inspect { plugin: path, output } => {
+        Command::Inspect {
+            plugin: path,
+            output,
+        } => {
             let plugin = load(&runtime, &path)?;
             let decl = &plugin.decl;
             let description = serde_json::json!({
@@ -167,6 +231,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A client from an explicit kubeconfig, or resolved as kubectl does (incl. in-cluster).
+async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("finding a kubeconfig or in-cluster config")?,
+    };
+    kube::Client::try_from(config).context("creating the Kubernetes client")
 }
 
 fn load(runtime: &Arc<Runtime>, path: &Path) -> Result<Plugin, operator_host::plugin::Error> {
@@ -191,5 +272,8 @@ fn runtime_config(args: &RuntimeArgs) -> RuntimeConfig {
 }
 
 fn now_rfc3339() -> String {
-    k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
 }

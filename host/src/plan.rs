@@ -69,7 +69,10 @@ impl PlanError {
 
     /// Whether retrying without a change to the parent can help.
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, PlanError::InvalidSpec(_) | PlanError::InvalidParent(_))
+        !matches!(
+            self,
+            PlanError::InvalidSpec(_) | PlanError::InvalidParent(_)
+        )
     }
 }
 
@@ -166,7 +169,6 @@ pub fn plan_from_response(
         .iter()
         .filter_map(|o| owned_child(plugin, &parent, o))
         .filter(|(_, target)| !seen.contains(&(target.kind.kind.clone(), target.name.clone())))
-        .map(|(rank, target)| (rank, target))
         .collect();
     prune.sort_by_key(|(rank, _)| std::cmp::Reverse(*rank));
 
@@ -180,7 +182,12 @@ pub fn plan_from_response(
         short_hash(&plugin.content_hash),
         apply.len()
     );
-    let status = merge_status(parent.object, status, reconciled(true, "ReconcileSucceeded", &message), now)?;
+    let status = merge_status(
+        parent.object,
+        status,
+        reconciled(true, "ReconcileSucceeded", &message),
+        now,
+    )?;
     Ok(Plan {
         apply: apply.into_iter().map(|(child, _, _)| child).collect(),
         prune: prune.into_iter().map(|(_, target)| target).collect(),
@@ -193,7 +200,11 @@ pub fn plan_from_response(
 /// `Reconciled=False`, so what was observed before is not lost.
 pub fn failure_status(parent: &Value, error: &PlanError, now: &str) -> Value {
     let previous = parent.get("status").cloned().unwrap_or_else(|| json!({}));
-    let previous = if previous.is_object() { previous } else { json!({}) };
+    let previous = if previous.is_object() {
+        previous
+    } else {
+        json!({})
+    };
     let mut status = previous.clone();
     // The previous observedGeneration stays: this generation was not reconciled.
     let condition = reconciled(false, error.reason(), &error.to_string());
@@ -221,7 +232,10 @@ fn read_parent<'a>(plugin: &Declaration, object: &'a Value) -> Result<Parent<'a>
             plugin.parent, object["apiVersion"], object["kind"]
         )));
     }
-    if object["metadata"]["name"].as_str().is_none_or(str::is_empty) {
+    if object["metadata"]["name"]
+        .as_str()
+        .is_none_or(str::is_empty)
+    {
         return Err(PlanError::InvalidParent("metadata.name is missing".into()));
     }
     if !plugin.parent.namespaced {
@@ -232,7 +246,9 @@ fn read_parent<'a>(plugin: &Declaration, object: &'a Value) -> Result<Parent<'a>
     }
     Ok(Parent {
         object,
-        namespace: object["metadata"]["namespace"].as_str().unwrap_or("default"),
+        namespace: object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default"),
         uid: object["metadata"]["uid"].as_str().filter(|u| !u.is_empty()),
     })
 }
@@ -244,14 +260,16 @@ fn validate_child(
     index: usize,
     text: &str,
 ) -> Result<(Value, KindRef, String), PlanError> {
-    let invalid = |detail: String| PlanError::InvalidPluginOutput(format!("child #{index}: {detail}"));
+    let invalid =
+        |detail: String| PlanError::InvalidPluginOutput(format!("child #{index}: {detail}"));
     let policy = |detail: String| PlanError::PolicyViolation(format!("child #{index}: {detail}"));
     let mut child: Value =
         serde_json::from_str(text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
     if !child.is_object() {
         return Err(invalid("not a JSON object".into()));
     }
-    let (Some(api_version), Some(kind)) = (child["apiVersion"].as_str(), child["kind"].as_str()) else {
+    let (Some(api_version), Some(kind)) = (child["apiVersion"].as_str(), child["kind"].as_str())
+    else {
         return Err(invalid("apiVersion and kind must be strings".into()));
     };
     let Some(kind) = plugin.children.iter().find(|k| k.matches(&child)).cloned() else {
@@ -262,12 +280,18 @@ fn validate_child(
         )));
     };
     if !kind.namespaced {
-        return Err(policy(format!("{kind} is cluster-scoped; children must live in the parent's namespace")));
+        return Err(policy(format!(
+            "{kind} is cluster-scoped; children must live in the parent's namespace"
+        )));
     }
     let Some(metadata) = child.get_mut("metadata").and_then(Value::as_object_mut) else {
         return Err(invalid("metadata must be an object".into()));
     };
-    let name = metadata.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+    let name = metadata
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     check_dns_subdomain(&name).map_err(|p| invalid(format!("metadata.name: {p}")))?;
     let label = format!("{kind} {name:?}");
     match metadata.get("namespace") {
@@ -280,19 +304,29 @@ fn validate_child(
             )));
         }
     }
-    for field in ["ownerReferences", "finalizers", "uid", "resourceVersion", "managedFields", "deletionTimestamp"] {
+    for field in [
+        "ownerReferences",
+        "finalizers",
+        "uid",
+        "resourceVersion",
+        "managedFields",
+        "deletionTimestamp",
+    ] {
         if metadata.get(field).is_some_and(|v| !v.is_null()) {
-            return Err(policy(format!("{label} sets metadata.{field}, which only the host may set")));
+            return Err(policy(format!(
+                "{label} sets metadata.{field}, which only the host may set"
+            )));
         }
     }
     for map in ["labels", "annotations"] {
-        if let Some(entries) = metadata.get(map).and_then(Value::as_object) {
-            if let Some(key) = entries
+        if let Some(entries) = metadata.get(map).and_then(Value::as_object)
+            && let Some(key) = entries
                 .keys()
                 .find(|k| k.starts_with(RESERVED_PREFIX) || *k == MANAGED_BY_LABEL)
-            {
-                return Err(policy(format!("{label} sets the reserved {map} key {key:?}")));
-            }
+        {
+            return Err(policy(format!(
+                "{label} sets the reserved {map} key {key:?}"
+            )));
         }
     }
     metadata.insert("namespace".into(), parent.namespace.into());
@@ -300,7 +334,9 @@ fn validate_child(
         .entry("labels")
         .or_insert_with(|| Value::Object(Map::new()));
     if !labels.is_object() {
-        return Err(invalid(format!("{label}: metadata.labels must be an object")));
+        return Err(invalid(format!(
+            "{label}: metadata.labels must be an object"
+        )));
     }
     labels[MANAGED_BY_LABEL] = MANAGED_BY.into();
     labels[PLUGIN_LABEL] = plugin.name.clone().into();
@@ -326,7 +362,11 @@ fn validate_child(
 }
 
 /// The observed child as a prune target, if it is proven to be owned by this parent.
-fn owned_child(plugin: &Declaration, parent: &Parent<'_>, object: &Value) -> Option<(usize, PruneTarget)> {
+fn owned_child(
+    plugin: &Declaration,
+    parent: &Parent<'_>,
+    object: &Value,
+) -> Option<(usize, PruneTarget)> {
     let uid = parent.uid?;
     let kind = plugin.children.iter().find(|k| k.matches(object))?;
     let metadata = &object["metadata"];
@@ -335,7 +375,8 @@ fn owned_child(plugin: &Declaration, parent: &Parent<'_>, object: &Value) -> Opt
         && labels[PLUGIN_LABEL] == plugin.name.as_str()
         && labels[PARENT_UID_LABEL] == uid;
     let controlled = metadata["ownerReferences"].as_array().is_some_and(|refs| {
-        refs.iter().any(|r| r["uid"] == uid && r["controller"] == true)
+        refs.iter()
+            .any(|r| r["uid"] == uid && r["controller"] == true)
     });
     if !(labelled && controlled) || metadata["namespace"].as_str() != Some(parent.namespace) {
         return None;
@@ -356,8 +397,14 @@ fn owned_child(plugin: &Declaration, parent: &Parent<'_>, object: &Value) -> Opt
 pub fn apply_rank(kind: &str) -> usize {
     match kind {
         "Namespace" | "CustomResourceDefinition" => 0,
-        "ServiceAccount" | "Secret" | "ConfigMap" | "PersistentVolumeClaim" | "Role"
-        | "RoleBinding" | "LimitRange" | "ResourceQuota" => 1,
+        "ServiceAccount"
+        | "Secret"
+        | "ConfigMap"
+        | "PersistentVolumeClaim"
+        | "Role"
+        | "RoleBinding"
+        | "LimitRange"
+        | "ResourceQuota" => 1,
         "Service" => 2,
         "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" | "CronJob" | "Pod" => 4,
         "PodDisruptionBudget" | "HorizontalPodAutoscaler" | "Ingress" | "NetworkPolicy" => 5,
@@ -369,7 +416,8 @@ pub fn apply_rank(kind: &str) -> usize {
 pub fn check_dns_subdomain(name: &str) -> Result<(), String> {
     let label_ok = |l: &str| {
         !l.is_empty()
-            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !l.starts_with('-')
             && !l.ends_with('-')
     };
@@ -384,9 +432,16 @@ pub fn check_dns_subdomain(name: &str) -> Result<(), String> {
 
 /// The plugin's status plus `observedGeneration` and the host's condition, with transition
 /// times kept from the previous status while a condition's status is unchanged.
-fn merge_status(parent: &Value, status: Value, condition: Value, now: &str) -> Result<Value, PlanError> {
+fn merge_status(
+    parent: &Value,
+    status: Value,
+    condition: Value,
+    now: &str,
+) -> Result<Value, PlanError> {
     let Value::Object(mut status) = status else {
-        return Err(PlanError::InvalidPluginOutput("the status must be a JSON object".into()));
+        return Err(PlanError::InvalidPluginOutput(
+            "the status must be a JSON object".into(),
+        ));
     };
     let previous = parent.get("status").cloned().unwrap_or(Value::Null);
     match status.get("conditions") {
@@ -411,7 +466,13 @@ fn merge_status(parent: &Value, status: Value, condition: Value, now: &str) -> R
 }
 
 /// Puts `condition` (replacing one of the same type) into `status`, stamped.
-fn set_condition(status: &mut Value, mut condition: Value, previous: &Value, parent: &Value, now: &str) {
+fn set_condition(
+    status: &mut Value,
+    mut condition: Value,
+    previous: &Value,
+    parent: &Value,
+    now: &str,
+) {
     if let Some(generation) = parent["metadata"]["generation"].as_i64() {
         condition["observedGeneration"] = generation.into();
     }
@@ -426,7 +487,10 @@ fn set_condition(status: &mut Value, mut condition: Value, previous: &Value, par
 }
 
 fn stamp_transition(condition: &mut Value, previous: &Value, now: &str) {
-    if condition.get("lastTransitionTime").is_some_and(|t| t.is_string()) {
+    if condition
+        .get("lastTransitionTime")
+        .is_some_and(|t| t.is_string())
+    {
         return;
     }
     let earlier = previous["conditions"]

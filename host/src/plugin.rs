@@ -147,7 +147,9 @@ impl Plugin {
 pub fn check_dns_label(name: &str) -> Result<(), String> {
     let valid = !name.is_empty()
         && name.len() <= 63
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-');
     if valid {
@@ -162,7 +164,11 @@ pub fn check_dns_label(name: &str) -> Result<(), String> {
 fn check_version(version: &str) -> Result<(), String> {
     let core = version.split(['-', '+']).next().unwrap_or("");
     let parts: Vec<_> = core.split('.').collect();
-    if parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+    if parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    {
         Ok(())
     } else {
         Err(format!("{version:?} is not a semantic version like 1.2.3"))
@@ -194,13 +200,20 @@ fn check_crd(crd: &CustomResourceDefinition, parent: &KindRef) -> Result<(), Str
             crd.metadata.name
         ));
     }
-    if spec.group != parent.group || spec.names.kind != parent.kind || spec.names.plural != parent.plural {
+    if spec.group != parent.group
+        || spec.names.kind != parent.kind
+        || spec.names.plural != parent.plural
+    {
         return Err(format!(
             "it defines {}/{} ({}), but the plugin declares {} ({})",
             spec.group, spec.names.kind, spec.names.plural, parent, parent.plural
         ));
     }
-    let scope = if parent.namespaced { "Namespaced" } else { "Cluster" };
+    let scope = if parent.namespaced {
+        "Namespaced"
+    } else {
+        "Cluster"
+    };
     if spec.scope != scope {
         return Err(format!("scope is {:?}, expected {scope:?}", spec.scope));
     }
@@ -212,8 +225,16 @@ fn check_crd(crd: &CustomResourceDefinition, parent: &KindRef) -> Result<(), Str
     if !version.served {
         return Err(format!("version {:?} is not served", parent.version));
     }
-    if version.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).is_none() {
-        return Err(format!("version {:?} has no openAPIV3Schema", parent.version));
+    if version
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .is_none()
+    {
+        return Err(format!(
+            "version {:?} has no openAPIV3Schema",
+            parent.version
+        ));
     }
     Ok(())
 }

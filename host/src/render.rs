@@ -47,7 +47,12 @@ impl Error {
 
 /// Renders the CR in `cr_path`, with the children in `observed_path` (a YAML stream or a
 /// `List`) as what the host would have observed.
-pub fn render(plugin: &Plugin, cr_path: &Path, observed_path: Option<&Path>, now: &str) -> Result<Plan, Error> {
+pub fn render(
+    plugin: &Plugin,
+    cr_path: &Path,
+    observed_path: Option<&Path>,
+    now: &str,
+) -> Result<Plan, Error> {
     let mut documents = read_yaml_documents(cr_path)?;
     if documents.len() != 1 {
         return Err(Error::DocumentCount {
@@ -101,7 +106,9 @@ pub fn read_yaml_documents(path: &Path) -> Result<Vec<Value>, Error> {
             other => {
                 return Err(Error::ParseYaml {
                     path: path.to_path_buf(),
-                    detail: format!("a document is {other}, expected a mapping (a Kubernetes object)"),
+                    detail: format!(
+                        "a document is {other}, expected a mapping (a Kubernetes object)"
+                    ),
                 });
             }
         }
@@ -117,7 +124,10 @@ pub fn to_yaml_stream(plan: &Plan) -> String {
         out.push_str(&serde_yaml::to_string(child).unwrap_or_default());
     }
     out.push_str("---\n# status:\n");
-    for line in serde_yaml::to_string(&plan.status).unwrap_or_default().lines() {
+    for line in serde_yaml::to_string(&plan.status)
+        .unwrap_or_default()
+        .lines()
+    {
         out.push_str("#   ");
         out.push_str(line);
         out.push('\n');

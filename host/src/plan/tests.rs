@@ -67,7 +67,13 @@ fn owned(child: Value, uid: &str) -> Value {
 }
 
 fn plan_of(children: Vec<Value>, observed: &[Value]) -> Result<Plan, PlanError> {
-    plan_from_response(&declaration(), &parent(), observed, response(children, json!({})), "2026-01-01T00:00:00Z")
+    plan_from_response(
+        &declaration(),
+        &parent(),
+        observed,
+        response(children, json!({})),
+        "2026-01-01T00:00:00Z",
+    )
 }
 
 #[test]
@@ -89,7 +95,11 @@ fn children_get_namespace_owner_reference_and_labels() {
 fn apply_order_puts_config_and_services_before_workloads() {
     let config = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
     let plan = plan_of(vec![deployment("d"), service("s"), config], &[]).unwrap();
-    let kinds: Vec<_> = plan.apply.iter().map(|c| c["kind"].as_str().unwrap()).collect();
+    let kinds: Vec<_> = plan
+        .apply
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
     assert_eq!(kinds, ["ConfigMap", "Service", "Deployment"]);
 }
 
@@ -113,13 +123,22 @@ fn children_in_another_namespace_are_a_policy_violation() {
 fn forged_ownership_is_a_policy_violation() {
     let mut forged_owner = deployment("d");
     forged_owner["metadata"]["ownerReferences"] = json!([{"uid": "x"}]);
-    assert_eq!(plan_of(vec![forged_owner], &[]).unwrap_err().reason(), "PolicyViolation");
+    assert_eq!(
+        plan_of(vec![forged_owner], &[]).unwrap_err().reason(),
+        "PolicyViolation"
+    );
     let mut forged_label = deployment("d");
     forged_label["metadata"]["labels"] = json!({PARENT_UID_LABEL: "other"});
-    assert_eq!(plan_of(vec![forged_label], &[]).unwrap_err().reason(), "PolicyViolation");
+    assert_eq!(
+        plan_of(vec![forged_label], &[]).unwrap_err().reason(),
+        "PolicyViolation"
+    );
     let mut finalizer = deployment("d");
     finalizer["metadata"]["finalizers"] = json!(["x"]);
-    assert_eq!(plan_of(vec![finalizer], &[]).unwrap_err().reason(), "PolicyViolation");
+    assert_eq!(
+        plan_of(vec![finalizer], &[]).unwrap_err().reason(),
+        "PolicyViolation"
+    );
 }
 
 #[test]
@@ -139,8 +158,13 @@ fn malformed_children_are_invalid_output() {
 
 #[test]
 fn too_many_children_are_invalid_output() {
-    let children = (0..=DEFAULT_MAX_CHILDREN).map(|i| service(&format!("s{i}"))).collect();
-    assert_eq!(plan_of(children, &[]).unwrap_err().reason(), "InvalidPluginOutput");
+    let children = (0..=DEFAULT_MAX_CHILDREN)
+        .map(|i| service(&format!("s{i}")))
+        .collect();
+    assert_eq!(
+        plan_of(children, &[]).unwrap_err().reason(),
+        "InvalidPluginOutput"
+    );
 }
 
 #[test]
@@ -162,7 +186,11 @@ fn only_owned_children_that_are_no_longer_desired_are_pruned() {
         },
     ];
     let plan = plan_of(vec![deployment("mc")], &observed).unwrap();
-    let pruned: Vec<_> = plan.prune.iter().map(|t| (t.name.as_str(), t.uid.as_str())).collect();
+    let pruned: Vec<_> = plan
+        .prune
+        .iter()
+        .map(|t| (t.name.as_str(), t.uid.as_str()))
+        .collect();
     assert_eq!(pruned, [("old", "s-uid")]);
 }
 
@@ -184,14 +212,27 @@ fn without_a_parent_uid_nothing_is_owned_or_pruned() {
 
 #[test]
 fn status_gets_observed_generation_and_reconciled_condition() {
-    let status = json!({"readyReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]});
-    let plan = plan_from_response(&declaration(), &parent(), &[], response(vec![], status), "2026-01-01T00:00:00Z").unwrap();
+    let status =
+        json!({"readyReplicas": 1, "conditions": [{"type": "Available", "status": "True"}]});
+    let plan = plan_from_response(
+        &declaration(),
+        &parent(),
+        &[],
+        response(vec![], status),
+        "2026-01-01T00:00:00Z",
+    )
+    .unwrap();
     assert_eq!(plan.status["observedGeneration"], 4);
     let conditions = plan.status["conditions"].as_array().unwrap();
     assert_eq!(conditions[0]["lastTransitionTime"], "2026-01-01T00:00:00Z");
     let reconciled = conditions.iter().find(|c| c["type"] == RECONCILED).unwrap();
     assert_eq!(reconciled["status"], "True");
-    assert!(reconciled["message"].as_str().unwrap().contains("memcached@0.1.0"));
+    assert!(
+        reconciled["message"]
+            .as_str()
+            .unwrap()
+            .contains("memcached@0.1.0")
+    );
 }
 
 #[test]
@@ -202,7 +243,14 @@ fn transition_times_are_kept_while_status_is_unchanged() {
         {"type": RECONCILED, "status": "False", "lastTransitionTime": "2025-01-01T00:00:00Z"},
     ]});
     let status = json!({"conditions": [{"type": "Available", "status": "True"}]});
-    let plan = plan_from_response(&declaration(), &parent, &[], response(vec![], status), "2026-01-01T00:00:00Z").unwrap();
+    let plan = plan_from_response(
+        &declaration(),
+        &parent,
+        &[],
+        response(vec![], status),
+        "2026-01-01T00:00:00Z",
+    )
+    .unwrap();
     let conditions = plan.status["conditions"].as_array().unwrap();
     assert_eq!(conditions[0]["lastTransitionTime"], "2025-01-01T00:00:00Z");
     assert_eq!(conditions[1]["lastTransitionTime"], "2026-01-01T00:00:00Z");
@@ -212,7 +260,11 @@ fn transition_times_are_kept_while_status_is_unchanged() {
 fn failure_status_keeps_the_previous_status() {
     let mut parent = parent();
     parent["status"] = json!({"readyReplicas": 3, "observedGeneration": 3});
-    let status = failure_status(&parent, &PlanError::InvalidSpec("spec.size: too big".into()), "t");
+    let status = failure_status(
+        &parent,
+        &PlanError::InvalidSpec("spec.size: too big".into()),
+        "t",
+    );
     assert_eq!(status["readyReplicas"], 3);
     assert_eq!(status["observedGeneration"], 3);
     assert_eq!(status["conditions"][0]["reason"], "InvalidSpec");
@@ -223,6 +275,13 @@ fn failure_status_keeps_the_previous_status() {
 fn a_parent_of_another_kind_is_rejected() {
     let mut other = parent();
     other["kind"] = "Other".into();
-    let err = plan_from_response(&declaration(), &other, &[], response(vec![], json!({})), "t").unwrap_err();
+    let err = plan_from_response(
+        &declaration(),
+        &other,
+        &[],
+        response(vec![], json!({})),
+        "t",
+    )
+    .unwrap_err();
     assert_eq!(err.reason(), "InvalidParent");
 }

@@ -5,9 +5,9 @@ wasmtime::component::bindgen!({
     world: "operator-host:reconciler/reconciler@0.1.0",
 });
 
-pub use exports::operator_host::reconciler::plugin as guest;
-pub use operator_host::reconciler::host_log;
-pub use operator_host::reconciler::types;
+pub use self::exports::operator_host::reconciler::plugin as guest;
+pub use self::operator_host::reconciler::host_log;
+pub use self::operator_host::reconciler::types;
 
 /// The contract version this host implements; a plugin must export exactly this.
 pub const CONTRACT: &str = "operator-host:reconciler@0.1.0";

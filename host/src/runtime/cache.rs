@@ -68,10 +68,10 @@ impl CompileCache {
             path: source.to_path_buf(),
             source: source_error,
         })?;
-        if let Some(path) = artifact {
-            if let Err(error) = store(&component, &path) {
-                tracing::warn!(artifact = %path.display(), %error, "cannot store compiled artifact");
-            }
+        if let Some(path) = artifact
+            && let Err(error) = store(&component, &path)
+        {
+            tracing::warn!(artifact = %path.display(), %error, "cannot store compiled artifact");
         }
         Ok((component, CacheOutcome::Miss))
     }

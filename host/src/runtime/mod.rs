@@ -143,7 +143,9 @@ pub struct Runtime {
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("limits", &self.limits).finish()
+        f.debug_struct("Runtime")
+            .field("limits", &self.limits)
+            .finish()
     }
 }
 
@@ -170,7 +172,7 @@ impl Runtime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(Error::ConfigureEngine)?;
-        bindings::operator_host::reconciler::host_log::add_to_linker::<
+        bindings::host_log::add_to_linker::<
             SandboxState,
             wasmtime::component::HasSelf<SandboxState>,
         >(&mut linker, |state| state)
@@ -203,11 +205,16 @@ impl Runtime {
     }
 
     /// Like [`Runtime::load`] for bytes already read; `path` names them in messages.
-    pub fn load_bytes(self: &Arc<Self>, path: &Path, bytes: &[u8]) -> Result<CompiledPlugin, Error> {
+    pub fn load_bytes(
+        self: &Arc<Self>,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<CompiledPlugin, Error> {
         check_component_header(path, bytes)?;
         let content_hash = hex::encode(Sha256::digest(bytes));
         let (component, cache) =
-            self.cache.load_or_compile(&self.engine, path, bytes, &content_hash)?;
+            self.cache
+                .load_or_compile(&self.engine, path, bytes, &content_hash)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -275,7 +282,10 @@ fn describe_exports(engine: &Engine, component: &Component, error: wasmtime::Err
         .exports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
-    let versioned_prefix = PLUGIN_INTERFACE.split('@').next().unwrap_or(PLUGIN_INTERFACE);
+    let versioned_prefix = PLUGIN_INTERFACE
+        .split('@')
+        .next()
+        .unwrap_or(PLUGIN_INTERFACE);
     if let Some(other) = exports.iter().find(|e| e.starts_with(versioned_prefix)) {
         format!("it exports `{other}`, this host supports `{PLUGIN_INTERFACE}`")
     } else if exports.iter().any(|e| e == PLUGIN_INTERFACE) {
@@ -283,7 +293,11 @@ fn describe_exports(engine: &Engine, component: &Component, error: wasmtime::Err
     } else {
         format!(
             "it does not export `{PLUGIN_INTERFACE}` (its exports: {})",
-            if exports.is_empty() { "none".to_string() } else { exports.join(", ") }
+            if exports.is_empty() {
+                "none".to_string()
+            } else {
+                exports.join(", ")
+            }
         )
     }
 }
@@ -355,7 +369,8 @@ impl CompiledPlugin {
             plugin.call_reconcile(store, request)
         })?;
         if let Ok(response) = &result {
-            let size = response.status.len() + response.children.iter().map(String::len).sum::<usize>();
+            let size =
+                response.status.len() + response.children.iter().map(String::len).sum::<usize>();
             self.check_response_size(size)?;
         }
         Ok(result)
@@ -387,13 +402,13 @@ impl CompiledPlugin {
         &self,
         context: &str,
         deadline: Duration,
-        f: impl FnOnce(
-            &bindings::guest::Guest,
-            &mut Store<SandboxState>,
-        ) -> wasmtime::Result<R>,
+        f: impl FnOnce(&bindings::guest::Guest, &mut Store<SandboxState>) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         let runtime = &self.runtime;
-        let mut store = Store::new(&runtime.engine, SandboxState::new(&self.limits, context.into()));
+        let mut store = Store::new(
+            &runtime.engine,
+            SandboxState::new(&self.limits, context.into()),
+        );
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(runtime.deadline_ticks(deadline));
         store.epoch_deadline_trap();
@@ -455,7 +470,9 @@ fn forward_output(store: &Store<SandboxState>, context: &str) -> String {
         if stream == "stderr" {
             let trimmed = text.trim();
             let start = trimmed.len().saturating_sub(512);
-            let start = (start..=trimmed.len()).find(|&i| trimmed.is_char_boundary(i)).unwrap_or(0);
+            let start = (start..=trimmed.len())
+                .find(|&i| trimmed.is_char_boundary(i))
+                .unwrap_or(0);
             stderr_tail = trimmed[start..].to_string();
         }
     }

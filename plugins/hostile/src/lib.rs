@@ -4,7 +4,11 @@
 //! trait, because some attacks (invalid JSON, forged metadata) are exactly what the SDK's
 //! typed API makes impossible.
 
+// Everything here is reached only through the wasm exports.
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use kube::{CustomResource, CustomResourceExt};
 use operator_host_sdk::bindings::exports::operator_host::reconciler::plugin::Guest;
@@ -18,7 +22,12 @@ use serde_json::json;
 
 /// What the plugin should do when reconciling this CR.
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
-#[kube(group = "hostile.operator-host.dev", version = "v1alpha1", kind = "Attack", namespaced)]
+#[kube(
+    group = "hostile.operator-host.dev",
+    version = "v1alpha1",
+    kind = "Attack",
+    namespaced
+)]
 #[serde(rename_all = "camelCase")]
 pub struct AttackSpec {
     /// One of the attacks in `reconcile`.
@@ -30,12 +39,17 @@ pub struct AttackSpec {
 
 struct Hostile;
 
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
 fn config_map(name: &str) -> String {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}})
         .to_string()
 }
 
-fn ok(children: Vec<String>, status: serde_json::Value) -> Result<ReconcileResponse, ReconcileError> {
+fn ok(
+    children: Vec<String>,
+    status: serde_json::Value,
+) -> Result<ReconcileResponse, ReconcileError> {
     Ok(ReconcileResponse {
         children,
         status: status.to_string(),
@@ -110,7 +124,9 @@ impl Guest for Hostile {
             "panic" => panic!("hostile plugin panics on purpose"),
             "big-response" => ok(vec![], json!({"blob": "x".repeat(count as usize)})),
             "many-children" => ok(
-                (0..count).map(|i| config_map(&format!("{name}-{i}"))).collect(),
+                (0..count)
+                    .map(|i| config_map(&format!("{name}-{i}")))
+                    .collect(),
                 json!({}),
             ),
             "invalid-json" => ok(vec!["{this is not json".into()], json!({})),
@@ -121,7 +137,14 @@ impl Guest for Hostile {
                 ok(vec![config_map(&name)], json!({"printed": count}))
             }
             "capabilities" => ok(vec![], probe_capabilities()),
-            other => Err(ReconcileError::InvalidSpec(format!("spec.attack: unknown attack {other:?}"))),
+            // State that survived from an earlier call would show up as a count above 1.
+            "counter" => ok(
+                vec![],
+                json!({"calls": CALLS.fetch_add(1, Ordering::SeqCst) + 1}),
+            ),
+            other => Err(ReconcileError::InvalidSpec(format!(
+                "spec.attack: unknown attack {other:?}"
+            ))),
         }
     }
 
@@ -133,4 +156,6 @@ impl Guest for Hostile {
     }
 }
 
+// Exported only from the wasm build; native builds just type-check the logic.
+#[cfg(target_arch = "wasm32")]
 operator_host_sdk::bindings::__export_reconciler_bindings!(Hostile with_types_in operator_host_sdk::bindings);

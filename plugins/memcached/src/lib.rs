@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, PodSpec, PodTemplateSpec, ResourceRequirements, Service,
-    ServicePort, ServiceSpec, TCPSocketAction, Probe,
+    Container, ContainerPort, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, Service,
+    ServicePort, ServiceSpec, TCPSocketAction,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -152,7 +152,10 @@ pub fn validate(spec: &MemcachedSpec) -> Result<(), Error> {
 /// Labels that select exactly one CR's pods: two CRs in a namespace never share them.
 pub fn selector_labels(name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
-        ("app.kubernetes.io/name".to_string(), "memcached".to_string()),
+        (
+            "app.kubernetes.io/name".to_string(),
+            "memcached".to_string(),
+        ),
         ("app.kubernetes.io/instance".to_string(), name.to_string()),
     ])
 }
@@ -258,7 +261,9 @@ fn status(
     let deployment_status = observed.and_then(|d| d.status.clone()).unwrap_or_default();
     let ready = deployment_status.ready_replicas.unwrap_or(0);
     let updated = deployment_status.updated_replicas.unwrap_or(0);
-    let observed_replicas = observed.and_then(|d| d.spec.as_ref()).and_then(|s| s.replicas);
+    let observed_replicas = observed
+        .and_then(|d| d.spec.as_ref())
+        .and_then(|s| s.replicas);
     let available = match observed {
         None => Condition::new(
             "Available",

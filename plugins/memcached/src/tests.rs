@@ -24,7 +24,12 @@ fn reconcile(cr: &Memcached, observed: &Observed) -> Desired {
 }
 
 fn pod_template(desired: &Desired, name: &str) -> PodTemplateSpec {
-    desired.get::<Deployment>(name).unwrap().spec.unwrap().template
+    desired
+        .get::<Deployment>(name)
+        .unwrap()
+        .spec
+        .unwrap()
+        .template
 }
 
 fn observed_deployment(size: i32, ready: i32) -> Observed {
@@ -53,10 +58,22 @@ fn selectors_are_unique_per_cr() {
     let a = reconcile(&memcached("a", 1), &Observed::default());
     let b = reconcile(&memcached("b", 1), &Observed::default());
     let selector = |d: &Desired, n: &str| {
-        d.get::<Deployment>(n).unwrap().spec.unwrap().selector.match_labels.unwrap()
+        d.get::<Deployment>(n)
+            .unwrap()
+            .spec
+            .unwrap()
+            .selector
+            .match_labels
+            .unwrap()
     };
     assert_ne!(selector(&a, "a"), selector(&b, "b"));
-    let service_selector = a.get::<Service>("a").unwrap().spec.unwrap().selector.unwrap();
+    let service_selector = a
+        .get::<Service>("a")
+        .unwrap()
+        .spec
+        .unwrap()
+        .selector
+        .unwrap();
     assert_eq!(service_selector, selector(&a, "a"));
 }
 
@@ -66,7 +83,10 @@ fn image_and_port_changes_change_the_pod_template() {
     let before = pod_template(&reconcile(&base, &Observed::default()), "mc");
     let mut new_image = base.clone();
     new_image.spec.image = "memcached:1.6.40".into();
-    assert_ne!(before, pod_template(&reconcile(&new_image, &Observed::default()), "mc"));
+    assert_ne!(
+        before,
+        pod_template(&reconcile(&new_image, &Observed::default()), "mc")
+    );
     let mut new_port = base.clone();
     new_port.spec.container_port = 11311;
     let template = pod_template(&reconcile(&new_port, &Observed::default()), "mc");
@@ -80,9 +100,16 @@ fn status_without_an_observed_deployment_is_not_available() {
     let desired = reconcile(&memcached("mc", 2), &Observed::default());
     assert_eq!(desired.status["readyReplicas"], 0);
     assert_eq!(desired.status["conditions"][0]["status"], "False");
-    assert_eq!(desired.status["conditions"][0]["reason"], "DeploymentNotFound");
+    assert_eq!(
+        desired.status["conditions"][0]["reason"],
+        "DeploymentNotFound"
+    );
     assert_eq!(desired.status["conditions"][0]["observedGeneration"], 3);
-    assert!(desired.status["conditions"][0].get("lastTransitionTime").is_none());
+    assert!(
+        desired.status["conditions"][0]
+            .get("lastTransitionTime")
+            .is_none()
+    );
 }
 
 #[test]
@@ -109,8 +136,12 @@ fn status_reports_scaling_while_the_deployment_has_the_old_size() {
 
 #[test]
 fn out_of_range_values_are_rejected_with_the_field() {
-    let err = MemcachedOperator::reconcile(&memcached("mc", 101), &Observed::default()).unwrap_err();
-    assert!(matches!(&err, Error::InvalidSpec(m) if m.contains("spec.size")), "{err}");
+    let err =
+        MemcachedOperator::reconcile(&memcached("mc", 101), &Observed::default()).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidSpec(m) if m.contains("spec.size")),
+        "{err}"
+    );
     let mut bad_port = memcached("mc", 1);
     bad_port.spec.container_port = 70000;
     let err = MemcachedOperator::reconcile(&bad_port, &Observed::default()).unwrap_err();

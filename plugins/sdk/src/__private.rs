@@ -55,7 +55,9 @@ pub fn info<R: Reconciler>(version: &str) -> PluginInfo {
     }
 }
 
-fn decode_request<R: Reconciler>(request: &ReconcileRequest) -> Result<(R::Parent, Observed), Error> {
+fn decode_request<R: Reconciler>(
+    request: &ReconcileRequest,
+) -> Result<(R::Parent, Observed), Error> {
     let parent = serde_json::from_str(&request.parent).map_err(|e| {
         // Field-level messages from serde ("spec.size: invalid type ...") are what a user needs.
         Error::InvalidSpec(format!(

@@ -127,7 +127,8 @@ impl Observed {
 }
 
 fn is_kind<K: k8s_openapi::Resource>(object: &Value) -> bool {
-    object["apiVersion"].as_str() == Some(K::API_VERSION) && object["kind"].as_str() == Some(K::KIND)
+    object["apiVersion"].as_str() == Some(K::API_VERSION)
+        && object["kind"].as_str() == Some(K::KIND)
 }
 
 fn decode<K: DeserializeOwned + k8s_openapi::Resource>(object: &Value) -> Result<K, Error> {

@@ -56,6 +56,10 @@ pub use serde_json;
 #[macro_export]
 macro_rules! export_reconciler {
     ($reconciler:ty) => {
+        // Only a wasm build exports the contract: native builds (unit tests) have no use for
+        // the exports, and their names are not valid native symbol names.
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
         struct __OperatorHostGuest;
 
         impl $crate::bindings::exports::operator_host::reconciler::plugin::Guest
@@ -85,5 +89,6 @@ macro_rules! export_reconciler {
         }
 
         $crate::bindings::__export_reconciler_bindings!(__OperatorHostGuest with_types_in $crate::bindings);
+        };
     };
 }

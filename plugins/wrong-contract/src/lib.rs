@@ -13,6 +13,7 @@ use operator_host::reconciler::types::{
     ReconcileResponse,
 };
 
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 struct WrongContract;
 
 impl Guest for WrongContract {
@@ -43,4 +44,5 @@ impl Guest for WrongContract {
     }
 }
 
+#[cfg(target_arch = "wasm32")]
 export!(WrongContract);

@@ -1,0 +1,477 @@
+//! One reconcile: plan, apply in order, prune, status, events; finalizers; the retry policy.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::api::{
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::{FIELD_MANAGER, PluginContext, api_for};
+use crate::metrics::{KindLabels, PluginLabels, ResultLabels};
+use crate::plan::{self, Plan, PlanError};
+
+/// The finalizer the host puts on parents of plugins that declare `needs-finalize`.
+pub const FINALIZER: &str = "operator-host.dev/finalize";
+
+/// Why a reconcile failed; every variant names the step.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("applying {kind} {name:?} failed: {source}")]
+    Apply {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
+    #[error("pruning {kind} {name:?} failed: {source}")]
+    Prune {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
+    #[error("writing the status failed: {0}")]
+    WriteStatus(#[source] kube::Error),
+    #[error("updating the finalizer failed: {0}")]
+    Finalizer(#[source] kube::Error),
+    #[error("the plugin call did not complete: {0}")]
+    PluginTask(String),
+}
+
+impl Error {
+    /// The `Reconciled=False` reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Plan(error) => error.reason(),
+            Error::Apply { .. } => "ApplyFailed",
+            Error::Prune { .. } => "PruneFailed",
+            Error::WriteStatus(_) => "StatusWriteFailed",
+            Error::Finalizer(_) => "FinalizerFailed",
+            Error::PluginTask(_) => "PluginUnavailable",
+        }
+    }
+
+    fn api_error(&self) -> Option<&kube::Error> {
+        match self {
+            Error::Apply { source, .. } | Error::Prune { source, .. } => Some(source),
+            Error::WriteStatus(source) | Error::Finalizer(source) => Some(source),
+            _ => None,
+        }
+    }
+}
+
+fn now_rfc3339() -> String {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    now.round(k8s_openapi::jiff::Unit::Second)
+        .unwrap_or(now)
+        .to_string()
+}
+
+fn parent_key(parent: &DynamicObject) -> String {
+    format!(
+        "{}/{}",
+        parent.namespace().unwrap_or_default(),
+        parent.name_any()
+    )
+}
+
+/// The controller's reconcile function.
+pub async fn reconcile(
+    parent: Arc<DynamicObject>,
+    ctx: Arc<PluginContext>,
+) -> Result<Action, Error> {
+    let labels = PluginLabels {
+        plugin: ctx.plugin.decl.name.clone(),
+    };
+    let started = Instant::now();
+    let gauge = ctx.metrics.in_flight.get_or_create(&labels).clone();
+    gauge.inc();
+    let result = reconcile_parent(&parent, &ctx).await;
+    gauge.dec();
+    ctx.metrics
+        .reconcile_duration
+        .get_or_create(&labels)
+        .observe(started.elapsed().as_secs_f64());
+    let result_label = match &result {
+        Ok(_) => "success".to_string(),
+        Err(error) => error.reason().to_string(),
+    };
+    ctx.metrics
+        .reconciles
+        .get_or_create(&ResultLabels {
+            plugin: labels.plugin,
+            result: result_label,
+        })
+        .inc();
+    match &result {
+        Ok(_) => {
+            ctx.failures
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&parent_key(&parent));
+        }
+        Err(error) => report_failure(&parent, &ctx, error).await,
+    }
+    result
+}
+
+/// Backoff policy: an invalid spec waits for the parent to change; everything else retries
+/// with exponential backoff per parent (1 s doubling to 5 min), at least as long as the API
+/// server asked for with `retryAfterSeconds`.
+pub fn error_policy(parent: Arc<DynamicObject>, error: &Error, ctx: Arc<PluginContext>) -> Action {
+    if let Error::Plan(plan_error) = error
+        && !plan_error.is_retryable()
+    {
+        return Action::await_change();
+    }
+    let failures = {
+        let mut map = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let count = map.entry(parent_key(&parent)).or_insert(0);
+        *count = count.saturating_add(1);
+        *count
+    };
+    let mut delay = Duration::from_secs(1)
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(9))
+        .min(Duration::from_secs(300));
+    if let Some(kube::Error::Api(status)) = error.api_error()
+        && let Some(after) = status.details.as_ref().map(|d| d.retry_after_seconds)
+    {
+        delay = delay.max(Duration::from_secs(u64::from(after)));
+    }
+    Action::requeue(delay)
+}
+
+async fn reconcile_parent(parent: &DynamicObject, ctx: &PluginContext) -> Result<Action, Error> {
+    let decl = &ctx.plugin.decl;
+    let api = api_for(&ctx.client, &decl.parent, parent.namespace().as_deref());
+    let has_finalizer = parent.finalizers().iter().any(|f| f == FINALIZER);
+    if parent.metadata.deletion_timestamp.is_some() {
+        if has_finalizer {
+            return finalize(parent, ctx, &api).await;
+        }
+        return Ok(Action::await_change());
+    }
+    if decl.needs_finalize && !has_finalizer {
+        // The update event of this patch starts the next reconcile.
+        add_finalizer(parent, &api).await?;
+        return Ok(Action::await_change());
+    }
+
+    let observed = observed_children(parent, ctx);
+    let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
+    let plan = call_plan(ctx, parent_json.clone(), observed.clone()).await?;
+    let applied = apply_children(parent, ctx, &plan, &observed).await?;
+    prune_children(parent, ctx, &plan).await?;
+    write_status(parent, &api, &parent_json, plan.status.clone()).await?;
+    if applied > 0 {
+        tracing::debug!(parent = %parent_key(parent), applied, "reconciled");
+    }
+    Ok(Action::requeue(plan.requeue_after.unwrap_or(ctx.resync)))
+}
+
+/// Children in the caches that belong to this parent (controller reference to its UID).
+fn observed_children(parent: &DynamicObject, ctx: &PluginContext) -> Vec<Value> {
+    let Some(uid) = parent.uid() else {
+        return Vec::new();
+    };
+    ctx.child_stores
+        .iter()
+        .flat_map(|(_, store)| {
+            store.state_filter(|child| {
+                child
+                    .owner_references()
+                    .iter()
+                    .any(|r| r.uid == uid && r.controller == Some(true))
+            })
+        })
+        .filter_map(|child| serde_json::to_value(&*child).ok())
+        .collect()
+}
+
+/// Runs the plan on a blocking thread, within the plugin's share of call slots.
+async fn call_plan(
+    ctx: &PluginContext,
+    parent: Value,
+    observed: Vec<Value>,
+) -> Result<Plan, Error> {
+    let _slot = ctx
+        .call_slots
+        .acquire()
+        .await
+        .map_err(|e| Error::PluginTask(e.to_string()))?;
+    let plugin = ctx.plugin.clone();
+    let started = Instant::now();
+    let plan = tokio::task::spawn_blocking(move || {
+        plan::plan(&plugin, &parent, &observed, &now_rfc3339())
+    })
+    .await
+    .map_err(|e| Error::PluginTask(e.to_string()))?;
+    ctx.metrics
+        .plugin_call_duration
+        .get_or_create(&PluginLabels {
+            plugin: ctx.plugin.decl.name.clone(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    Ok(plan?)
+}
+
+/// Server-side applies each child in plan order; returns how many changed.
+async fn apply_children(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    plan: &Plan,
+    observed: &[Value],
+) -> Result<usize, Error> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut changed = 0;
+    for child in &plan.apply {
+        let kind_name = child["kind"].as_str().unwrap_or_default().to_string();
+        let name = child["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let Some(kind) = ctx.plugin.decl.children.iter().find(|k| k.matches(child)) else {
+            continue; // the plan only contains declared kinds
+        };
+        let api = api_for(&ctx.client, kind, parent.namespace().as_deref());
+        let before = observed
+            .iter()
+            .find(|o| kind.matches(o) && o["metadata"]["name"] == name.as_str())
+            .and_then(|o| {
+                o["metadata"]["resourceVersion"]
+                    .as_str()
+                    .map(str::to_string)
+            });
+        let after = api
+            .patch(&name, &params, &Patch::Apply(child))
+            .await
+            .map_err(|source| Error::Apply {
+                kind: kind_name.clone(),
+                name: name.clone(),
+                source,
+            })?;
+        ctx.metrics
+            .applies
+            .get_or_create(&KindLabels {
+                plugin: ctx.plugin.decl.name.clone(),
+                kind: kind_name.clone(),
+            })
+            .inc();
+        let reason = match before {
+            None => "Created",
+            Some(version) if after.resource_version().as_deref() != Some(version.as_str()) => {
+                "Updated"
+            }
+            Some(_) => continue,
+        };
+        changed += 1;
+        publish(
+            ctx,
+            parent,
+            EventType::Normal,
+            reason,
+            format!("{reason} {kind_name} {name}"),
+        )
+        .await;
+    }
+    Ok(changed)
+}
+
+async fn prune_children(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    plan: &Plan,
+) -> Result<(), Error> {
+    for target in &plan.prune {
+        let api = api_for(&ctx.client, &target.kind, Some(&target.namespace));
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(target.uid.clone()),
+                resource_version: None,
+            }),
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..DeleteParams::default()
+        };
+        match api.delete(&target.name, &params).await {
+            Ok(_) => {}
+            // Already gone, or replaced by another object of that name: nothing of ours to prune.
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => continue,
+            Err(source) => {
+                return Err(Error::Prune {
+                    kind: target.kind.kind.clone(),
+                    name: target.name.clone(),
+                    source,
+                });
+            }
+        }
+        ctx.metrics
+            .prunes
+            .get_or_create(&KindLabels {
+                plugin: ctx.plugin.decl.name.clone(),
+                kind: target.kind.kind.clone(),
+            })
+            .inc();
+        let message = format!("Pruned {} {}", target.kind.kind, target.name);
+        publish(ctx, parent, EventType::Normal, "Pruned", message).await;
+    }
+    Ok(())
+}
+
+/// Writes `status` unless it equals the current one (no hot loop on our own writes).
+async fn write_status(
+    parent: &DynamicObject,
+    api: &Api<DynamicObject>,
+    parent_json: &Value,
+    status: Value,
+) -> Result<(), Error> {
+    if parent_json.get("status") == Some(&status) {
+        return Ok(());
+    }
+    let types = parent.types.clone().unwrap_or_default();
+    let patch = json!({
+        "apiVersion": types.api_version,
+        "kind": types.kind,
+        "status": status,
+    });
+    api.patch_status(
+        &parent.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(Error::WriteStatus)?;
+    Ok(())
+}
+
+/// Puts `Reconciled=False` on the parent and publishes a Warning event.
+async fn report_failure(parent: &DynamicObject, ctx: &PluginContext, error: &Error) {
+    tracing::warn!(plugin = %ctx.plugin.decl.name, parent = %parent_key(parent), reason = error.reason(), %error, "reconcile failed");
+    let plan_error = match error {
+        Error::Plan(e) => e.clone(),
+        other => PlanError::PluginRetry(other.to_string()),
+    };
+    let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
+    let mut status = plan::failure_status(&parent_json, &plan_error, &now_rfc3339());
+    // Keep the step's own reason (ApplyFailed, ...) rather than the generic one.
+    if let Some(conditions) = status["conditions"].as_array_mut() {
+        for c in conditions
+            .iter_mut()
+            .filter(|c| c["type"] == plan::RECONCILED)
+        {
+            c["reason"] = error.reason().into();
+            c["message"] = error.to_string().into();
+        }
+    }
+    if parent.metadata.deletion_timestamp.is_none() {
+        let api = api_for(
+            &ctx.client,
+            &ctx.plugin.decl.parent,
+            parent.namespace().as_deref(),
+        );
+        if let Err(e) = write_status(parent, &api, &parent_json, status).await {
+            tracing::warn!(parent = %parent_key(parent), error = %e, "cannot write the failure status");
+        }
+    }
+    publish(
+        ctx,
+        parent,
+        EventType::Warning,
+        error.reason(),
+        error.to_string(),
+    )
+    .await;
+}
+
+async fn publish(
+    ctx: &PluginContext,
+    parent: &DynamicObject,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
+    let reference = parent.object_ref(&ctx.plugin.decl.parent.api_resource());
+    let event = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note.chars().take(1000).collect()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
+        tracing::debug!(%error, "cannot publish event");
+    }
+}
+
+async fn add_finalizer(parent: &DynamicObject, api: &Api<DynamicObject>) -> Result<(), Error> {
+    let patch = if parent.metadata.finalizers.is_none() {
+        json!([{"op": "test", "path": "/metadata/resourceVersion", "value": parent.resource_version()},
+               {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}])
+    } else {
+        json!([{"op": "test", "path": "/metadata/resourceVersion", "value": parent.resource_version()},
+               {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}])
+    };
+    let patch: json_patch::Patch =
+        serde_json::from_value(patch).map_err(|e| Error::PluginTask(e.to_string()))?;
+    api.patch(
+        &parent.name_any(),
+        &PatchParams::default(),
+        &Patch::<()>::Json(patch),
+    )
+    .await
+    .map_err(Error::Finalizer)?;
+    Ok(())
+}
+
+/// Calls the plugin's `finalize`; removes the finalizer once it reports done.
+async fn finalize(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    api: &Api<DynamicObject>,
+) -> Result<Action, Error> {
+    let observed = observed_children(parent, ctx);
+    let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
+    let plugin = ctx.plugin.clone();
+    let request = crate::runtime::ReconcileRequest {
+        parent: parent_json.to_string(),
+        observed: observed.iter().map(Value::to_string).collect(),
+    };
+    let context = format!("{}:{}", plugin.decl.name, parent_key(parent));
+    let outcome = tokio::task::spawn_blocking(move || plugin.compiled.finalize(&request, &context))
+        .await
+        .map_err(|e| Error::PluginTask(e.to_string()))?
+        .map_err(PlanError::from)?;
+    match outcome {
+        Ok(response) if response.done => {
+            let index = parent
+                .finalizers()
+                .iter()
+                .position(|f| f == FINALIZER)
+                .unwrap_or(0);
+            let patch: json_patch::Patch = serde_json::from_value(json!([
+                {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER},
+                {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
+            ]))
+            .map_err(|e| Error::PluginTask(e.to_string()))?;
+            api.patch(
+                &parent.name_any(),
+                &PatchParams::default(),
+                &Patch::<()>::Json(patch),
+            )
+            .await
+            .map_err(Error::Finalizer)?;
+            Ok(Action::await_change())
+        }
+        Ok(response) => Ok(Action::requeue(Duration::from_millis(
+            response.requeue_after_ms.unwrap_or(5_000),
+        ))),
+        Err(crate::runtime::ReconcileError::InvalidSpec(m)) => {
+            Err(PlanError::InvalidSpec(m).into())
+        }
+        Err(crate::runtime::ReconcileError::Retry(m)) => Err(PlanError::PluginRetry(m).into()),
+    }
+}

@@ -1,0 +1,189 @@
+//! Prometheus metrics of the host, and the HTTP endpoints `/metrics`, `/healthz` and `/readyz`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Why the metrics endpoint could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot listen on {addr} for metrics: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginLabels {
+    pub plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub plugin: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub plugin: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VersionLabels {
+    pub plugin: String,
+    pub version: String,
+    pub sha256: String,
+}
+
+/// Every metric the host exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Reconciles by plugin and result (`success` or a condition reason).
+    pub reconciles: Family<ResultLabels, Counter>,
+    /// Duration of a whole reconcile, seconds.
+    pub reconcile_duration: Family<PluginLabels, Histogram>,
+    /// Duration of the sandboxed plugin call, seconds.
+    pub plugin_call_duration: Family<PluginLabels, Histogram>,
+    /// Children applied (server-side apply calls) by plugin and kind.
+    pub applies: Family<KindLabels, Counter>,
+    /// Children pruned by plugin and kind.
+    pub prunes: Family<KindLabels, Counter>,
+    /// Reconciles running or waiting for a plugin slot.
+    pub in_flight: Family<PluginLabels, Gauge>,
+    /// 1 for the version of each plugin that is live.
+    pub plugin_info: Family<VersionLabels, Gauge>,
+    ready: AtomicBool,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("operator_host");
+        let reconciles = Family::<ResultLabels, Counter>::default();
+        let reconcile_duration = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 16))
+        });
+        let plugin_call_duration = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.000_01, 2.0, 20))
+        });
+        let applies = Family::<KindLabels, Counter>::default();
+        let prunes = Family::<KindLabels, Counter>::default();
+        let in_flight = Family::<PluginLabels, Gauge>::default();
+        let plugin_info = Family::<VersionLabels, Gauge>::default();
+        registry.register(
+            "reconciles",
+            "Reconciles by plugin and result",
+            reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Duration of a reconcile",
+            reconcile_duration.clone(),
+        );
+        registry.register(
+            "plugin_call_duration_seconds",
+            "Duration of a sandboxed plugin call",
+            plugin_call_duration.clone(),
+        );
+        registry.register("applies", "Children applied", applies.clone());
+        registry.register("prunes", "Children pruned", prunes.clone());
+        registry.register(
+            "reconciles_in_flight",
+            "Reconciles running or queued for a plugin slot",
+            in_flight.clone(),
+        );
+        registry.register(
+            "plugin",
+            "The live version of each plugin",
+            plugin_info.clone(),
+        );
+        Metrics {
+            registry,
+            reconciles,
+            reconcile_duration,
+            plugin_call_duration,
+            applies,
+            prunes,
+            in_flight,
+            plugin_info,
+            ready: AtomicBool::new(false),
+        }
+    }
+
+    /// Marks the host ready (every controller started and its caches synced).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Serves `/metrics`, `/healthz` and `/readyz` on `addr` until the process ends.
+    /// Returns the bound address (useful with port 0).
+    pub async fn serve(self: Arc<Self>, addr: SocketAddr) -> Result<SocketAddr, Error> {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| Error::Bind { addr, source })?;
+        let bound = listener.local_addr().unwrap_or(addr);
+        let app = Router::new()
+            .route("/metrics", get(metrics))
+            .route("/healthz", get(|| async { "ok" }))
+            .route("/readyz", get(readyz))
+            .with_state(self);
+        tokio::spawn(async move {
+            if let Err(error) = axum::serve(listener, app).await {
+                tracing::error!(%error, "metrics server stopped");
+            }
+        });
+        Ok(bound)
+    }
+}
+
+async fn metrics(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics.encode(),
+    )
+}
+
+async fn readyz(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
+    if metrics.ready.load(Ordering::SeqCst) {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "starting")
+    }
+}

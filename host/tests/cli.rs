@@ -1,0 +1,261 @@
+//! The `operator-host` binary: golden `render` output, and a clear error and exit code for each bad input.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use util::{example_plugin, repo_root, shared_cache_dir, test_plugin};
+
+const NOW: &str = "2026-01-01T00:00:00Z";
+
+fn operator_host(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_operator-host"))
+        .args(args)
+        .arg("--cache-dir")
+        .arg(shared_cache_dir())
+        .output()
+        .expect("the binary runs")
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn example(name: &str) -> PathBuf {
+    repo_root().join("examples").join(name)
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Writes `text` to a temporary YAML file.
+fn yaml_file(dir: &tempfile::TempDir, text: &str) -> PathBuf {
+    let path = dir.path().join("cr.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn render(plugin: &Path, cr: &Path) -> Output {
+    operator_host(&["render", path_str(plugin), path_str(cr), "--now", NOW])
+}
+
+fn assert_fails(output: &Output, code: i32, message_parts: &[&str]) {
+    let err = stderr(output);
+    assert_eq!(output.status.code(), Some(code), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    for part in message_parts {
+        assert!(err.contains(part), "expected {part:?} in: {err}");
+    }
+}
+
+#[test]
+fn render_of_the_memcached_example_matches_the_golden_file() {
+    let output = render(&example_plugin("memcached"), &example("memcached.yaml"));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let golden_path = repo_root().join("host/tests/golden/memcached.yaml");
+    let rendered = stdout(&output);
+    // The content hash in the status message changes with every plugin build.
+    let rendered = regex_free_hash_mask(&rendered);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden_path, &rendered).unwrap();
+    }
+    let golden = std::fs::read_to_string(&golden_path).unwrap();
+    assert_eq!(
+        rendered, golden,
+        "set UPDATE_GOLDEN=1 to accept a deliberate change"
+    );
+}
+
+/// Replaces `sha256:<12 hex>` with a fixed marker.
+fn regex_free_hash_mask(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(index) = rest.find("sha256:") {
+        out.push_str(&rest[..index + 7]);
+        out.push_str("<hash>");
+        rest = &rest[index + 7..];
+        rest = rest.trim_start_matches(|c: char| c.is_ascii_hexdigit());
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn render_output_has_replicas_equal_to_size_and_a_service() {
+    let output = operator_host(&[
+        "render",
+        path_str(&example_plugin("memcached")),
+        path_str(&example("memcached.yaml")),
+        "--output",
+        "json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let children = plan["children"].as_array().unwrap();
+    let deployment = children.iter().find(|c| c["kind"] == "Deployment").unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    assert!(children.iter().any(|c| c["kind"] == "Service"));
+}
+
+#[test]
+fn render_with_observed_children_reports_their_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let observed = dir.path().join("observed.yaml");
+    std::fs::write(
+        &observed,
+        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: apps/v1\n  kind: Deployment\n  \
+         metadata: {name: memcached-sample}\n  spec: {replicas: 3, selector: {}, template: {}}\n  \
+         status: {readyReplicas: 3, updatedReplicas: 3}\n",
+    )
+    .unwrap();
+    let output = operator_host(&[
+        "render",
+        path_str(&example_plugin("memcached")),
+        path_str(&example("memcached.yaml")),
+        "--observed",
+        path_str(&observed),
+        "-o",
+        "json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(plan["status"]["readyReplicas"], 3);
+    assert_eq!(plan["status"]["conditions"][0]["status"], "True");
+}
+
+#[test]
+fn crd_prints_the_plugins_custom_resource_definition() {
+    let output = operator_host(&["crd", path_str(&example_plugin("memcached"))]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let crd: serde_json::Value = serde_yaml::from_slice(&output.stdout).unwrap();
+    assert_eq!(crd["kind"], "CustomResourceDefinition");
+    assert_eq!(crd["metadata"]["name"], "memcacheds.cache.example.com");
+}
+
+#[test]
+fn inspect_prints_the_declaration_size_and_hash() {
+    let output = operator_host(&[
+        "inspect",
+        path_str(&example_plugin("memcached")),
+        "-o",
+        "json",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let info: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(info["name"], "memcached");
+    assert_eq!(info["parent"], "cache.example.com/v1alpha1/Memcached");
+    assert_eq!(
+        info["children"],
+        serde_json::json!(["apps/v1/Deployment", "v1/Service"])
+    );
+    assert_eq!(info["contract"], "operator-host:reconciler@0.1.0");
+    assert_eq!(info["sha256"].as_str().unwrap().len(), 64);
+    assert!(info["size"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_missing_plugin_file_is_a_load_error() {
+    let output = render(Path::new("/nonexistent.wasm"), &example("memcached.yaml"));
+    assert_fails(&output, 2, &["/nonexistent.wasm", "cannot read plugin"]);
+}
+
+#[test]
+fn a_plugin_file_that_is_not_wasm_is_a_load_error() {
+    let output = render(&example("memcached.yaml"), &example("memcached.yaml"));
+    assert_fails(&output, 2, &["memcached.yaml", "not a WebAssembly file"]);
+}
+
+#[test]
+fn a_core_module_is_a_load_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("core.wasm");
+    std::fs::write(&path, wat::parse_str("(module)").unwrap()).unwrap();
+    let output = operator_host(&["inspect", path_str(&path)]);
+    assert_fails(
+        &output,
+        2,
+        &["core.wasm", "not a component", "wasm32-wasip2"],
+    );
+}
+
+#[test]
+fn a_plugin_of_another_contract_version_is_a_load_error() {
+    let output = operator_host(&["inspect", path_str(&test_plugin("wrong-contract"))]);
+    assert_fails(
+        &output,
+        2,
+        &["wrong-contract.wasm", "plugin@0.2.0", "reconciler@0.1.0"],
+    );
+}
+
+#[test]
+fn malformed_yaml_is_an_input_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cr = yaml_file(&dir, "apiVersion: [unclosed\nkind: Memcached\n");
+    let output = render(&example_plugin("memcached"), &cr);
+    assert_fails(&output, 2, &["cr.yaml", "not valid YAML"]);
+}
+
+#[test]
+fn several_documents_are_an_input_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = std::fs::read_to_string(example("memcached.yaml")).unwrap();
+    let cr = yaml_file(&dir, &format!("{one}\n---\n{one}"));
+    let output = render(&example_plugin("memcached"), &cr);
+    assert_fails(&output, 2, &["cr.yaml", "2 documents", "exactly one"]);
+}
+
+#[test]
+fn a_cr_of_another_kind_is_an_input_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cr = yaml_file(
+        &dir,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+    );
+    let output = render(&example_plugin("memcached"), &cr);
+    assert_fails(
+        &output,
+        2,
+        &[
+            "cr.yaml",
+            "cache.example.com/v1alpha1/Memcached",
+            "ConfigMap",
+        ],
+    );
+}
+
+#[test]
+fn a_spec_the_plugin_rejects_exits_with_the_rejected_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let cr = yaml_file(
+        &dir,
+        "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: x}\nspec: {size: 1000}\n",
+    );
+    let output = render(&example_plugin("memcached"), &cr);
+    assert_fails(
+        &output,
+        3,
+        &["cr.yaml", "spec.size", "between 0 and 100", "1000"],
+    );
+}
+
+#[test]
+fn a_spec_of_the_wrong_type_is_rejected_with_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let cr = yaml_file(
+        &dir,
+        "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: x}\nspec: {size: three}\n",
+    );
+    let output = render(&example_plugin("memcached"), &cr);
+    assert_fails(
+        &output,
+        3,
+        &["cr.yaml", "does not match its schema", "invalid type"],
+    );
+}
