@@ -124,7 +124,10 @@ impl Plugin {
         for child in &children {
             check_kind(child, false).map_err(|p| invalid("child kind", format!("{child}: {p}")))?;
         }
-        let crd: CustomResourceDefinition = serde_json::from_str(&info.crd)
+        let mut crd: serde_json::Value = serde_json::from_str(&info.crd)
+            .map_err(|e| invalid("CRD", format!("not valid JSON: {e}")))?;
+        add_host_status_fields(&mut crd);
+        let crd: CustomResourceDefinition = serde_json::from_value(crd)
             .map_err(|e| invalid("CRD", format!("not a CustomResourceDefinition: {e}")))?;
         check_crd(&crd, &parent).map_err(|p| invalid("CRD", p))?;
         Ok(Plugin {
@@ -189,6 +192,32 @@ fn check_kind(kind: &KindRef, is_parent: bool) -> Result<(), String> {
         ));
     }
     check_dns_label(&kind.plural).map_err(|p| format!("plural: {p}"))
+}
+
+/// Declares the status fields the host itself writes (`observedGeneration`, `conditions`)
+/// in every version's status schema that lacks them, so the API server keeps them.
+fn add_host_status_fields(crd: &mut serde_json::Value) {
+    let Some(versions) = crd["spec"]["versions"].as_array_mut() else {
+        return;
+    };
+    for version in versions {
+        let status = &mut version["schema"]["openAPIV3Schema"]["properties"]["status"];
+        let Some(properties) = status.get_mut("properties").and_then(|p| p.as_object_mut()) else {
+            continue; // no structured status schema (e.g. preserve-unknown-fields): nothing to add
+        };
+        properties
+            .entry("observedGeneration")
+            .or_insert_with(|| serde_json::json!({"type": "integer", "format": "int64"}));
+        properties.entry("conditions").or_insert_with(|| {
+            serde_json::json!({
+                "type": "array",
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+                "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                          "required": ["type"], "properties": {"type": {"type": "string"}}}
+            })
+        });
+    }
 }
 
 fn check_crd(crd: &CustomResourceDefinition, parent: &KindRef) -> Result<(), String> {

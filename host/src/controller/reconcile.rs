@@ -162,6 +162,14 @@ async fn reconcile_parent(parent: &DynamicObject, ctx: &PluginContext) -> Result
         return Ok(Action::await_change());
     }
 
+    // Observed children come from the caches: a plan made before they have synced would
+    // see no children and report a status that is not true.
+    for (kind, store) in &ctx.child_stores {
+        store
+            .wait_until_ready()
+            .await
+            .map_err(|e| Error::PluginTask(format!("the {kind} cache stopped: {e}")))?;
+    }
     let observed = observed_children(parent, ctx);
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
     let plan = call_plan(ctx, parent_json.clone(), observed.clone()).await?;
@@ -179,18 +187,25 @@ fn observed_children(parent: &DynamicObject, ctx: &PluginContext) -> Vec<Value> 
     let Some(uid) = parent.uid() else {
         return Vec::new();
     };
-    ctx.child_stores
-        .iter()
-        .flat_map(|(_, store)| {
-            store.state_filter(|child| {
-                child
-                    .owner_references()
-                    .iter()
-                    .any(|r| r.uid == uid && r.controller == Some(true))
-            })
-        })
-        .filter_map(|child| serde_json::to_value(&*child).ok())
-        .collect()
+    let mut observed = Vec::new();
+    for (kind, store) in &ctx.child_stores {
+        let owned = store.state_filter(|child| {
+            child
+                .owner_references()
+                .iter()
+                .any(|r| r.uid == uid && r.controller == Some(true))
+        });
+        for child in owned {
+            let Ok(mut value) = serde_json::to_value(&*child) else {
+                continue;
+            };
+            // Objects from a LIST carry no apiVersion/kind; the plugin needs them.
+            value["apiVersion"] = kind.api_version().into();
+            value["kind"] = kind.kind.clone().into();
+            observed.push(value);
+        }
+    }
+    observed
 }
 
 /// Runs the plan on a blocking thread, within the plugin's share of call slots.
