@@ -1,2 +1,3 @@
 //! Integration-test support: the shared local control plane and per-test namespaces.
 pub mod devcluster;
+pub mod host;

@@ -35,6 +35,17 @@ pub enum Error {
         name: String,
         source: kube::Error,
     },
+    #[error(
+        "{kind} {name:?} already exists and is not owned by this parent; \
+         the host neither adopts nor overwrites it"
+    )]
+    NotOwned { kind: String, name: String },
+    #[error("reading {kind} {name:?} failed: {source}")]
+    Read {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
     #[error("writing the status failed: {0}")]
     WriteStatus(#[source] kube::Error),
     #[error("updating the finalizer failed: {0}")]
@@ -48,7 +59,8 @@ impl Error {
     pub fn reason(&self) -> &'static str {
         match self {
             Error::Plan(error) => error.reason(),
-            Error::Apply { .. } => "ApplyFailed",
+            Error::Apply { .. } | Error::Read { .. } => "ApplyFailed",
+            Error::NotOwned { .. } => "ChildNotOwned",
             Error::Prune { .. } => "PruneFailed",
             Error::WriteStatus(_) => "StatusWriteFailed",
             Error::Finalizer(_) => "FinalizerFailed",
@@ -58,7 +70,9 @@ impl Error {
 
     fn api_error(&self) -> Option<&kube::Error> {
         match self {
-            Error::Apply { source, .. } | Error::Prune { source, .. } => Some(source),
+            Error::Apply { source, .. }
+            | Error::Prune { source, .. }
+            | Error::Read { source, .. } => Some(source),
             Error::WriteStatus(source) | Error::Finalizer(source) => Some(source),
             _ => None,
         }
@@ -254,7 +268,7 @@ async fn apply_children(
             continue; // the plan only contains declared kinds
         };
         let api = api_for(&ctx.client, kind, parent.namespace().as_deref());
-        let before = observed
+        let mut before = observed
             .iter()
             .find(|o| kind.matches(o) && o["metadata"]["name"] == name.as_str())
             .and_then(|o| {
@@ -262,6 +276,23 @@ async fn apply_children(
                     .as_str()
                     .map(str::to_string)
             });
+        if before.is_none() {
+            // Not in our caches: it must not exist, or be ours and not cached yet.
+            let existing = api.get_opt(&name).await.map_err(|source| Error::Read {
+                kind: kind_name.clone(),
+                name: name.clone(),
+                source,
+            })?;
+            if let Some(existing) = existing {
+                if !is_controlled_by(&existing, parent) {
+                    return Err(Error::NotOwned {
+                        kind: kind_name,
+                        name,
+                    });
+                }
+                before = existing.resource_version();
+            }
+        }
         let after = api
             .patch(&name, &params, &Patch::Apply(child))
             .await
@@ -295,6 +326,14 @@ async fn apply_children(
         .await;
     }
     Ok(changed)
+}
+
+fn is_controlled_by(child: &DynamicObject, parent: &DynamicObject) -> bool {
+    let uid = parent.uid();
+    child
+        .owner_references()
+        .iter()
+        .any(|r| Some(&r.uid) == uid.as_ref() && r.controller == Some(true))
 }
 
 async fn prune_children(

@@ -26,7 +26,8 @@ use serde_json::json;
     group = "hostile.operator-host.dev",
     version = "v1alpha1",
     kind = "Attack",
-    namespaced
+    namespaced,
+    status = "AttackStatus"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AttackSpec {
@@ -35,6 +36,20 @@ pub struct AttackSpec {
     /// A size parameter (bytes, children, lines), by attack.
     #[serde(default)]
     pub count: u64,
+}
+
+/// Whatever an attack reports; free-form.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct AttackStatus(serde_json::Map<String, serde_json::Value>);
+
+impl JsonSchema for AttackStatus {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "AttackStatus".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+    }
 }
 
 struct Hostile;

@@ -1,0 +1,1004 @@
+//! Convergence of N Memcached CRs on the devcluster: the wasm host against a native kube-rs controller.
+//!
+//! One run (`cargo bench -p operator-host-tests --bench convergence -- --n 200 --n 1000`), for
+//! each N and each side (wasm host first, then native), in a namespace of its own:
+//!
+//! 1. start the controller in a child process of this binary (`--controller wasm|native`), so
+//!    its resident memory and CPU time are its own, and wait until it reconciled a warm-up CR;
+//! 2. create N `Memcached` CRs (32 creates in flight), stamping each with an `Instant`;
+//! 3. watch Deployments, Services and the CRs from this (driver) process and record, per CR,
+//!    when both children were first seen, when a status for its generation was first seen and
+//!    when the status was up to date (`observedGeneration == generation`,
+//!    `readyReplicas == spec.size`, `Available=True`);
+//! 4. read the controller's VmRSS/VmHWM and CPU time, stop it, delete the namespace and wait
+//!    until it is gone, so the next run starts on a quiet cluster.
+//!
+//! Both controllers use the default kube-rs client (kube-rs has no client-side rate limit),
+//! the same reconcile concurrency, the same reflector-backed child caches, the same labels,
+//! owner references, apply order, events and status rules. The native one calls
+//! `memcached::MemcachedOperator::reconcile` directly. Results go to stdout as a table.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::core::object::Object;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use operator_host::plan::{MANAGED_BY, MANAGED_BY_LABEL, PARENT_UID_LABEL, PLUGIN_LABEL};
+use operator_host_sdk::{Observed, Reconciler};
+use operator_host_tests::devcluster::{self, TestNamespace};
+use serde_json::{Value, json};
+
+const GROUP: &str = "cache.example.com";
+const VERSION: &str = "v1alpha1";
+const KIND: &str = "Memcached";
+const PLURAL: &str = "memcacheds";
+/// Pods a devcluster (kwok) node accepts.
+const PODS_PER_NODE: usize = 110;
+/// Label of the fake nodes this benchmark adds when the cluster lacks pod capacity.
+const BENCH_NODE_LABEL: &str = "operator-host.bench/node";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Wasm,
+    Native,
+}
+
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Side::Wasm => "wasm",
+            Side::Native => "native",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Args {
+    /// Driver: the numbers of CRs, in order.
+    ns: Vec<usize>,
+    /// `spec.size` of every CR.
+    size: i32,
+    concurrency: u16,
+    /// Create requests in flight at once.
+    create_parallelism: usize,
+    timeout: Duration,
+    plugin: PathBuf,
+    /// Child: which controller to run, in which namespace.
+    controller: Option<(Side, String)>,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let root = devcluster::repo_root();
+    let mut args = Args {
+        ns: Vec::new(),
+        size: 1,
+        concurrency: 32,
+        create_parallelism: 32,
+        timeout: Duration::from_secs(900),
+        plugin: root.join("target/plugins/memcached.wasm"),
+        controller: None,
+    };
+    let mut side = None;
+    let mut namespace = None;
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
+        match arg.as_str() {
+            "--n" => args.ns.push(value("--n")?.parse().context("--n")?),
+            "--size" => args.size = value("--size")?.parse().context("--size")?,
+            "--concurrency" => {
+                args.concurrency = value("--concurrency")?.parse().context("--concurrency")?
+            }
+            "--create-parallelism" => {
+                args.create_parallelism = value("--create-parallelism")?.parse()?
+            }
+            "--timeout-secs" => {
+                args.timeout = Duration::from_secs(value("--timeout-secs")?.parse()?)
+            }
+            "--plugin" => args.plugin = PathBuf::from(value("--plugin")?),
+            "--controller" => {
+                side = Some(match value("--controller")?.as_str() {
+                    "wasm" => Side::Wasm,
+                    "native" => Side::Native,
+                    other => bail!("--controller must be wasm or native, got {other:?}"),
+                })
+            }
+            "--namespace" => namespace = Some(value("--namespace")?),
+            // `cargo bench` passes --bench; a criterion-style filter is ignored too.
+            "--bench" => {}
+            other if !other.starts_with('-') => {}
+            other => bail!(
+                "unknown argument {other:?}; usage: convergence [--n N]... [--size S] \
+                 [--concurrency C] [--create-parallelism P] [--timeout-secs T] [--plugin PATH]"
+            ),
+        }
+    }
+    if let (Some(side), Some(namespace)) = (side, namespace) {
+        args.controller = Some((side, namespace));
+    }
+    if args.ns.is_empty() {
+        args.ns = vec![200, 1000];
+    }
+    Ok(args)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    match args.controller.clone() {
+        Some((side, namespace)) => runtime.block_on(controller_process(side, namespace, args)),
+        None => runtime.block_on(driver(args)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The controller process.
+// ---------------------------------------------------------------------------------------------
+
+/// Runs one controller until stdin closes; prints `ready` once it is started.
+async fn controller_process(side: Side, namespace: String, args: Args) -> anyhow::Result<()> {
+    let client = devcluster::client().await;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        // EOF (or any error) on stdin: the driver is done with us.
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        let _ = stop_tx.send(());
+    });
+    let shutdown = async move {
+        let _ = stop_rx.await;
+    };
+    match side {
+        Side::Wasm => {
+            let runtime = operator_host::runtime::Runtime::new(operator_host::runtime::RuntimeConfig {
+                cache_dir: Some(compile_cache_dir()),
+                ..Default::default()
+            })?;
+            let plugin = operator_host::plugin::Plugin::load(&runtime, &args.plugin)?;
+            let config = operator_host::controller::RunConfig {
+                plugins_dir: args.plugin.parent().unwrap_or(Path::new(".")).to_path_buf(),
+                namespace: Some(namespace),
+                install_crds: false,
+                metrics_addr: None,
+                resync: Duration::from_secs(300),
+                concurrency: args.concurrency,
+            };
+            announce_ready();
+            operator_host::controller::run_plugin(
+                client,
+                plugin,
+                &config,
+                Arc::new(operator_host::metrics::Metrics::new()),
+                shutdown,
+            )
+            .await;
+        }
+        Side::Native => {
+            announce_ready();
+            native::run(client, &namespace, args.concurrency, shutdown).await;
+        }
+    }
+    Ok(())
+}
+
+fn announce_ready() {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "ready");
+    let _ = stdout.flush();
+}
+
+fn compile_cache_dir() -> PathBuf {
+    devcluster::repo_root().join("target/bench-compile-cache")
+}
+
+/// A native kube-rs controller with the Memcached logic, doing what the host does per reconcile.
+mod native {
+    use super::*;
+
+    /// The parent: the plugin's typed spec, and the status as JSON (the host adds
+    /// `observedGeneration` and a `Reconciled` condition that `MemcachedStatus` does not model,
+    /// and comparing the full status is what lets both skip unchanged status writes).
+    pub type Parent = Object<memcached::MemcachedSpec, Value>;
+
+    pub fn parent_resource() -> ApiResource {
+        ApiResource {
+            group: GROUP.into(),
+            version: VERSION.into(),
+            api_version: format!("{GROUP}/{VERSION}"),
+            kind: KIND.into(),
+            plural: PLURAL.into(),
+        }
+    }
+
+    const FIELD_MANAGER: &str = "memcached-native";
+
+    #[derive(Debug, thiserror::Error)]
+    pub enum Error {
+        #[error("the child caches stopped: {0}")]
+        Cache(String),
+        #[error("the Memcached logic failed: {0:?}")]
+        Logic(operator_host_sdk::Error),
+        #[error("applying {kind} {name}: {source}")]
+        Apply {
+            kind: String,
+            name: String,
+            source: kube::Error,
+        },
+        #[error("writing the status: {0}")]
+        Status(kube::Error),
+    }
+
+    struct Context {
+        client: Client,
+        deployments: Store<Deployment>,
+        services: Store<Service>,
+        recorder: Recorder,
+        resync: Duration,
+    }
+
+    pub async fn run(
+        client: Client,
+        namespace: &str,
+        concurrency: u16,
+        shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    ) {
+        let resource = parent_resource();
+        let parents: Api<Parent> = Api::namespaced_with(client.clone(), namespace, &resource);
+        let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY},{PLUGIN_LABEL}=memcached");
+        let child_config = watcher::Config::default().labels(&selector).any_semantic();
+        let (deployments, deployment_writer) = reflector::store::<Deployment>();
+        let (services, service_writer) = reflector::store::<Service>();
+        let deployment_stream = reflector::reflector(
+            deployment_writer,
+            watcher(
+                Api::<Deployment>::namespaced(client.clone(), namespace),
+                child_config.clone(),
+            ),
+        )
+        .default_backoff()
+        .touched_objects();
+        let service_stream = reflector::reflector(
+            service_writer,
+            watcher(
+                Api::<Service>::namespaced(client.clone(), namespace),
+                child_config,
+            ),
+        )
+        .default_backoff()
+        .touched_objects();
+        let context = Arc::new(Context {
+            client: client.clone(),
+            deployments,
+            services,
+            recorder: Recorder::new(
+                client,
+                Reporter {
+                    controller: FIELD_MANAGER.into(),
+                    instance: None,
+                },
+            ),
+            resync: Duration::from_secs(300),
+        });
+        Controller::new_with(parents, watcher::Config::default().any_semantic(), resource)
+            .with_config(
+                kube::runtime::controller::Config::default().concurrency(concurrency),
+            )
+            .owns_stream(deployment_stream)
+            .owns_stream(service_stream)
+            .graceful_shutdown_on(shutdown)
+            .run(reconcile, error_policy, context)
+            .for_each(|result| async move {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "native reconcile failed");
+                }
+            })
+            .await;
+    }
+
+    fn error_policy(_: Arc<Parent>, error: &Error, _: Arc<Context>) -> Action {
+        tracing::warn!(%error, "native reconcile failed");
+        Action::requeue(Duration::from_secs(1))
+    }
+
+    fn owned_by(meta: &ObjectMeta, uid: &str) -> bool {
+        meta.owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.uid == uid && r.controller == Some(true))
+    }
+
+    fn now_rfc3339() -> String {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        now.round(k8s_openapi::jiff::Unit::Second)
+            .unwrap_or(now)
+            .to_string()
+    }
+
+    async fn reconcile(parent: Arc<Parent>, ctx: Arc<Context>) -> Result<Action, Error> {
+        if parent.metadata.deletion_timestamp.is_some() {
+            return Ok(Action::await_change());
+        }
+        for ready in [
+            ctx.deployments.wait_until_ready().await,
+            ctx.services.wait_until_ready().await,
+        ] {
+            ready.map_err(|e| Error::Cache(e.to_string()))?;
+        }
+        let uid = parent.metadata.uid.clone().unwrap_or_default();
+        let namespace = parent.namespace().unwrap_or_default();
+        let name = parent.name_any();
+
+        // Observed children from the caches, as the host presents them to the plugin.
+        let mut observed = Vec::new();
+        let mut versions: HashMap<(String, String), String> = HashMap::new();
+        for d in ctx.deployments.state_filter(|d| owned_by(&d.metadata, &uid)) {
+            versions.insert(
+                ("Deployment".into(), d.name_any()),
+                d.resource_version().unwrap_or_default(),
+            );
+            observed.push(serde_json::to_value(&*d).unwrap_or(Value::Null));
+        }
+        for s in ctx.services.state_filter(|s| owned_by(&s.metadata, &uid)) {
+            versions.insert(
+                ("Service".into(), s.name_any()),
+                s.resource_version().unwrap_or_default(),
+            );
+            observed.push(serde_json::to_value(&*s).unwrap_or(Value::Null));
+        }
+        let typed = memcached::Memcached {
+            metadata: parent.metadata.clone(),
+            spec: parent.spec.clone(),
+            status: None,
+        };
+        let desired = memcached::MemcachedOperator::reconcile(&typed, &Observed::new(observed))
+            .map_err(Error::Logic)?;
+
+        // Children: the host's metadata, then server-side apply in the host's order.
+        let mut children = desired.children;
+        children.sort_by_key(|c| operator_host::plan::apply_rank(c["kind"].as_str().unwrap_or("")));
+        let owner = OwnerReference {
+            api_version: format!("{GROUP}/{VERSION}"),
+            kind: KIND.into(),
+            name: name.clone(),
+            uid: uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let reference = parent.object_ref(&parent_resource());
+        let child_count = children.len();
+        for mut child in children {
+            let kind = child["kind"].as_str().unwrap_or_default().to_string();
+            let child_name = child["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let metadata = &mut child["metadata"];
+            metadata["namespace"] = namespace.clone().into();
+            let labels = &mut metadata["labels"];
+            labels[MANAGED_BY_LABEL] = MANAGED_BY.into();
+            labels[PLUGIN_LABEL] = "memcached".into();
+            labels[PARENT_UID_LABEL] = uid.clone().into();
+            metadata["ownerReferences"] = json!([owner]);
+            if let Some(object) = child.as_object_mut() {
+                object.remove("status");
+            }
+            let apply_error = |source| Error::Apply {
+                kind: kind.clone(),
+                name: child_name.clone(),
+                source,
+            };
+            let after = match kind.as_str() {
+                "Deployment" => Api::<Deployment>::namespaced(ctx.client.clone(), &namespace)
+                    .patch(&child_name, &params, &Patch::Apply(&child))
+                    .await
+                    .map_err(apply_error)?
+                    .resource_version(),
+                _ => Api::<Service>::namespaced(ctx.client.clone(), &namespace)
+                    .patch(&child_name, &params, &Patch::Apply(&child))
+                    .await
+                    .map_err(apply_error)?
+                    .resource_version(),
+            };
+            let reason = match versions.get(&(kind.clone(), child_name.clone())) {
+                None => "Created",
+                Some(before) if after.as_ref() != Some(before) => "Updated",
+                Some(_) => continue,
+            };
+            let event = KubeEvent {
+                type_: EventType::Normal,
+                reason: reason.into(),
+                note: Some(format!("{reason} {kind} {child_name}")),
+                action: "Reconcile".into(),
+                secondary: None,
+            };
+            if let Err(error) = ctx.recorder.publish(&event, &reference).await {
+                tracing::debug!(%error, "cannot publish event");
+            }
+        }
+
+        // Status: the logic's status, observedGeneration and a Reconciled condition, with
+        // transition times kept while a condition's status is unchanged; unchanged: no write.
+        let now = now_rfc3339();
+        let previous = parent.status.clone().unwrap_or(Value::Null);
+        let mut status = desired.status;
+        let generation = parent.metadata.generation;
+        if let Some(generation) = generation {
+            status["observedGeneration"] = generation.into();
+        }
+        if !status["conditions"].is_array() {
+            status["conditions"] = json!([]);
+        }
+        if let Some(conditions) = status["conditions"].as_array_mut() {
+            conditions.retain(|c| c["type"] != "Reconciled");
+            conditions.push(json!({
+                "type": "Reconciled", "status": "True", "reason": "ReconcileSucceeded",
+                "message": format!("native memcached produced {child_count} children"),
+                "observedGeneration": generation,
+            }));
+            for condition in conditions.iter_mut() {
+                if condition.get("lastTransitionTime").is_some_and(Value::is_string) {
+                    continue;
+                }
+                let earlier = previous["conditions"]
+                    .as_array()
+                    .and_then(|cs| cs.iter().find(|c| c["type"] == condition["type"]))
+                    .filter(|c| c["status"] == condition["status"])
+                    .and_then(|c| c["lastTransitionTime"].as_str());
+                condition["lastTransitionTime"] = earlier.unwrap_or(&now).into();
+            }
+        }
+        if parent.status.as_ref() != Some(&status) {
+            let api: Api<Parent> =
+                Api::namespaced_with(ctx.client.clone(), &namespace, &parent_resource());
+            let patch = json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": KIND, "status": status});
+            api.patch_status(&name, &params, &Patch::Apply(&patch))
+                .await
+                .map_err(Error::Status)?;
+        }
+        Ok(Action::requeue(desired.requeue_after.unwrap_or(ctx.resync)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The driver.
+// ---------------------------------------------------------------------------------------------
+
+/// What the driver's watches saw, per CR name.
+#[derive(Default)]
+struct Seen {
+    deployment: HashMap<String, Instant>,
+    service: HashMap<String, Instant>,
+    first_status: HashMap<String, Instant>,
+    converged: HashMap<String, Instant>,
+}
+
+#[derive(Debug, Clone)]
+struct RunResult {
+    side: Side,
+    n: usize,
+    create_secs: f64,
+    children_all_secs: f64,
+    status_all_secs: f64,
+    converged_secs: f64,
+    children_p50_ms: f64,
+    children_p99_ms: f64,
+    converged_p50_ms: f64,
+    converged_p99_ms: f64,
+    rss_mib: f64,
+    hwm_mib: f64,
+    cpu_secs: f64,
+}
+
+async fn driver(args: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.plugin.exists(),
+        "{} does not exist: run `make plugins` first",
+        args.plugin.display()
+    );
+    let cluster = tokio::task::spawn_blocking(devcluster::cluster).await?;
+    let client = devcluster::client().await;
+    // Install the CRD the way the host does (with its status fields), and warm the cache
+    // of compiled plugins, so neither side pays for either inside a measurement.
+    let runtime = operator_host::runtime::Runtime::new(operator_host::runtime::RuntimeConfig {
+        cache_dir: Some(compile_cache_dir()),
+        ..Default::default()
+    })?;
+    let plugin = operator_host::plugin::Plugin::load(&runtime, &args.plugin)?;
+    operator_host::controller::install_crd(&client, &plugin).await?;
+    drop(plugin);
+
+    let max_n = args.ns.iter().copied().max().unwrap_or(0);
+    let bench_nodes = ensure_pod_capacity(&client, max_n * args.size.max(0) as usize + 1).await?;
+
+    println!(
+        "convergence: N = {:?}, spec.size = {}, controller concurrency = {}, {} creates in flight, {} cores",
+        args.ns,
+        args.size,
+        args.concurrency,
+        args.create_parallelism,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let mut results = Vec::new();
+    let mut failure = None;
+    'runs: for &n in &args.ns {
+        for side in [Side::Wasm, Side::Native] {
+            match run_once(&cluster.kubeconfig, &args, side, n).await {
+                Ok(result) => {
+                    print_result(&result);
+                    results.push(result);
+                }
+                Err(error) => {
+                    failure = Some(error.context(format!("{} run with N = {n}", side.name())));
+                    break 'runs;
+                }
+            }
+        }
+    }
+    remove_bench_nodes(&client, &bench_nodes).await;
+    print_summary(&results);
+    match failure {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}
+
+fn memcached_api(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), namespace, &native::parent_resource())
+}
+
+fn memcached_object(name: &str, size: i32) -> Value {
+    json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": KIND,
+        "metadata": {"name": name},
+        "spec": {"size": size},
+    })
+}
+
+/// Whether a CR's status is up to date: its generation seen, its pods ready, `Available`.
+fn status_state(object: &DynamicObject) -> (bool, bool) {
+    let generation = object.metadata.generation;
+    let status = &object.data["status"];
+    let for_generation = generation.is_some() && status["observedGeneration"].as_i64() == generation;
+    let size = object.data["spec"]["size"].as_i64().unwrap_or(-1);
+    let available = status["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Available" && c["status"] == "True"));
+    let ready = status["readyReplicas"].as_i64() == Some(size);
+    (for_generation, for_generation && ready && available)
+}
+
+/// Spawns the driver's watches; resolves once all three have listed the namespace.
+async fn watch_namespace(
+    client: &Client,
+    namespace: &str,
+    seen: Arc<Mutex<Seen>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(3);
+    let mut tasks = Vec::new();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    let parents = memcached_api(client, namespace);
+
+    fn spawn_watch<K, F>(
+        stream: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+        ready: tokio::sync::mpsc::Sender<()>,
+        mut on_object: F,
+    ) -> tokio::task::JoinHandle<()>
+    where
+        K: Send + 'static,
+        F: FnMut(K, Instant) + Send + 'static,
+    {
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                let now = Instant::now();
+                match event {
+                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => on_object(o, now),
+                    Ok(watcher::Event::InitDone) => {
+                        let _ = ready.try_send(());
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(%error, "driver watch error"),
+                }
+            }
+        })
+    }
+
+    let s = seen.clone();
+    tasks.push(spawn_watch(
+        watcher(deployments, watcher::Config::default()).default_backoff(),
+        ready_tx.clone(),
+        move |d: Deployment, now| {
+            s.lock().unwrap().deployment.entry(d.name_any()).or_insert(now);
+        },
+    ));
+    let s = seen.clone();
+    tasks.push(spawn_watch(
+        watcher(services, watcher::Config::default()).default_backoff(),
+        ready_tx.clone(),
+        move |svc: Service, now| {
+            s.lock().unwrap().service.entry(svc.name_any()).or_insert(now);
+        },
+    ));
+    let s = seen;
+    tasks.push(spawn_watch(
+        watcher(parents, watcher::Config::default()).default_backoff(),
+        ready_tx,
+        move |mc: DynamicObject, now| {
+            let (for_generation, converged) = status_state(&mc);
+            let mut seen = s.lock().unwrap();
+            if for_generation {
+                seen.first_status.entry(mc.name_any()).or_insert(now);
+            }
+            if converged {
+                seen.converged.entry(mc.name_any()).or_insert(now);
+            }
+        },
+    ));
+    for _ in 0..3 {
+        let _ = ready_rx.recv().await;
+    }
+    tasks
+}
+
+/// A controller child process; stopping it closes its stdin.
+struct ControllerProcess {
+    child: Child,
+}
+
+impl ControllerProcess {
+    fn spawn(kubeconfig: &Path, args: &Args, side: Side, namespace: &str) -> anyhow::Result<Self> {
+        let mut child = Command::new(std::env::current_exe()?)
+            .args(["--controller", side.name(), "--namespace", namespace])
+            .args(["--concurrency", &args.concurrency.to_string()])
+            .arg("--plugin")
+            .arg(&args.plugin)
+            .env(devcluster::KUBECONFIG_ENV, kubeconfig)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("spawning the controller process")?;
+        let stdout = child.stdout.take().context("controller stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        anyhow::ensure!(
+            line.trim() == "ready",
+            "the {} controller did not start (said {line:?})",
+            side.name()
+        );
+        Ok(ControllerProcess { child })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Closes stdin (graceful shutdown); kills the process if it has not exited in 30 s.
+    fn stop(mut self) {
+        drop(self.child.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// VmRSS and VmHWM of `pid`, in MiB.
+fn memory_mib(pid: u32) -> (f64, f64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// User + system CPU seconds of `pid` (and its finished threads).
+fn cpu_secs(pid: u32) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // `rest` starts at field 3 (state), so field k is at index k - 3.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+async fn wait_until<F: FnMut() -> bool>(what: &str, timeout: Duration, mut done: F) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        if Instant::now() >= deadline {
+            bail!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+async fn run_once(kubeconfig: &Path, args: &Args, side: Side, n: usize) -> anyhow::Result<RunResult> {
+    let namespace = TestNamespace::new(&format!("bench-{}-{n}", side.name())).await?;
+    let ns = namespace.name().to_string();
+    let client = namespace.client();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let watches = watch_namespace(&client, &ns, seen.clone()).await;
+    let controller = {
+        let (kubeconfig, args, ns) = (kubeconfig.to_path_buf(), args.clone(), ns.clone());
+        tokio::task::spawn_blocking(move || ControllerProcess::spawn(&kubeconfig, &args, side, &ns))
+            .await??
+    };
+    let api = memcached_api(&client, &ns);
+    let result = async {
+        // Warm-up: one CR through the whole loop proves the controller's watches are up.
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(memcached_object("warmup", args.size))?,
+        )
+        .await?;
+        wait_until("the warm-up CR to converge", Duration::from_secs(120), || {
+            seen.lock().unwrap().converged.contains_key("warmup")
+        })
+        .await?;
+        let cpu_before = cpu_secs(controller.pid());
+
+        let names: Vec<String> = (0..n).map(|i| format!("mc-{i:05}")).collect();
+        let started = Instant::now();
+        let created: Vec<(String, Instant)> = futures::stream::iter(names.iter().cloned())
+            .map(|name| {
+                let api = api.clone();
+                let object = memcached_object(&name, args.size);
+                async move {
+                    let at = Instant::now();
+                    api.create(&PostParams::default(), &serde_json::from_value(object)?)
+                        .await
+                        .with_context(|| format!("creating {name}"))?;
+                    anyhow::Ok((name, at))
+                }
+            })
+            .buffer_unordered(args.create_parallelism)
+            .try_collect()
+            .await?;
+        let create_secs = started.elapsed().as_secs_f64();
+
+        let all = |map: &HashMap<String, Instant>| names.iter().all(|n| map.contains_key(n));
+        wait_until(
+            &format!("{n} CRs to converge"),
+            args.timeout,
+            || all(&seen.lock().unwrap().converged),
+        )
+        .await?;
+        let (rss_mib, hwm_mib) = memory_mib(controller.pid());
+        let cpu = cpu_secs(controller.pid()) - cpu_before;
+
+        let seen = seen.lock().unwrap();
+        let mut children_ms = Vec::with_capacity(n);
+        let mut converged_ms = Vec::with_capacity(n);
+        let (mut children_all, mut status_all, mut converged_all) = (started, started, started);
+        for (name, at) in &created {
+            let children = seen.deployment[name].max(seen.service[name]);
+            children_ms.push(children.saturating_duration_since(*at).as_secs_f64() * 1e3);
+            converged_ms.push(seen.converged[name].saturating_duration_since(*at).as_secs_f64() * 1e3);
+            children_all = children_all.max(children);
+            status_all = status_all.max(seen.first_status[name]);
+            converged_all = converged_all.max(seen.converged[name]);
+        }
+        let since = |t: Instant| t.saturating_duration_since(started).as_secs_f64();
+        anyhow::Ok(RunResult {
+            side,
+            n,
+            create_secs,
+            children_all_secs: since(children_all),
+            status_all_secs: since(status_all),
+            converged_secs: since(converged_all),
+            children_p50_ms: percentile(&mut children_ms, 50.0),
+            children_p99_ms: percentile(&mut children_ms, 99.0),
+            converged_p50_ms: percentile(&mut converged_ms, 50.0),
+            converged_p99_ms: percentile(&mut converged_ms, 99.0),
+            rss_mib,
+            hwm_mib,
+            cpu_secs: cpu,
+        })
+    }
+    .await;
+
+    tokio::task::spawn_blocking(move || controller.stop()).await?;
+    for watch in watches {
+        watch.abort();
+    }
+    namespace.cleanup().await?;
+    wait_namespace_gone(&client, &ns).await;
+    result
+}
+
+/// Waits (up to 10 min) until the namespace and everything in it are gone.
+async fn wait_namespace_gone(client: &Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(600) {
+        match namespaces.get_opt(name).await {
+            Ok(None) => return,
+            Ok(Some(_)) | Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+    eprintln!("warning: namespace {name} still exists after 10 min; continuing");
+}
+
+/// Nearest-rank percentile.
+fn percentile(values: &mut [f64], p: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * values.len() as f64).ceil() as usize;
+    values[rank.clamp(1, values.len()) - 1]
+}
+
+/// Adds fake kwok nodes until the cluster has room for `pods` more pods; returns their names.
+async fn ensure_pod_capacity(client: &Client, pods: usize) -> anyhow::Result<Vec<String>> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let fake: Vec<Node> = nodes
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|n| n.annotations().get("kwok.x-k8s.io/node").map(String::as_str) == Some("fake"))
+        .collect();
+    let running = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed"))
+        .await?
+        .items
+        .len();
+    let capacity = fake.len() * PODS_PER_NODE;
+    let free = capacity.saturating_sub(running);
+    if free >= pods {
+        return Ok(Vec::new());
+    }
+    let missing = (pods - free).div_ceil(PODS_PER_NODE);
+    let version = client.apiserver_version().await?.git_version;
+    let mut added = Vec::new();
+    for i in 0..missing {
+        let name = format!("bench-kwok-node-{i}");
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {
+                "name": name,
+                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                           "kubernetes.io/arch": "amd64", "type": "kwok", BENCH_NODE_LABEL: "true"},
+            },
+            "status": {
+                "capacity": {"cpu": "32", "memory": "256Gi", "pods": PODS_PER_NODE.to_string()},
+                "allocatable": {"cpu": "32", "memory": "256Gi", "pods": PODS_PER_NODE.to_string()},
+                "phase": "Running",
+                "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": version,
+                             "bootID": "", "containerRuntimeVersion": "", "kernelVersion": "", "kubeProxyVersion": "",
+                             "machineID": "", "osImage": "", "systemUUID": ""},
+            },
+        }))?;
+        match nodes.create(&PostParams::default(), &node).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => return Err(error.into()),
+        }
+        added.push(name);
+    }
+    devcluster::wait_for(
+        &format!("{} bench nodes Ready", added.len()),
+        Duration::from_secs(60),
+        || {
+            let nodes = nodes.clone();
+            let added = added.clone();
+            async move {
+                let mut ready = 0;
+                for name in &added {
+                    let node = nodes.get(name).await?;
+                    let is_ready = node
+                        .status
+                        .and_then(|s| s.conditions)
+                        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                    ready += usize::from(is_ready);
+                }
+                Ok((ready == added.len()).then_some(()))
+            }
+        },
+    )
+    .await?;
+    println!(
+        "added {} fake nodes ({} had room for {free} more pods, {pods} needed); removed at the end",
+        added.len(),
+        fake.len()
+    );
+    Ok(added)
+}
+
+async fn remove_bench_nodes(client: &Client, names: &[String]) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    for name in names {
+        if let Err(error) = nodes.delete(name, &DeleteParams::default()).await {
+            eprintln!("warning: cannot delete bench node {name}: {error}");
+        }
+    }
+}
+
+fn print_result(r: &RunResult) {
+    println!(
+        "{:>6} N={:<5} created in {:6.2}s | all children {:6.2}s, all statuses {:6.2}s, \
+         converged {:6.2}s ({:6.1} CR/s) | create->children p50 {:7.1}ms p99 {:7.1}ms | \
+         create->converged p50 {:7.1}ms p99 {:7.1}ms | RSS {:6.1} MiB (peak {:6.1}) | CPU {:5.2}s",
+        r.side.name(),
+        r.n,
+        r.create_secs,
+        r.children_all_secs,
+        r.status_all_secs,
+        r.converged_secs,
+        r.n as f64 / r.converged_secs,
+        r.children_p50_ms,
+        r.children_p99_ms,
+        r.converged_p50_ms,
+        r.converged_p99_ms,
+        r.rss_mib,
+        r.hwm_mib,
+        r.cpu_secs,
+    );
+}
+
+fn print_summary(results: &[RunResult]) {
+    println!();
+    println!("ratios wasm/native (throughput >= 0.95 and p99 latency <= 1.10 are the targets):");
+    for n in results.iter().map(|r| r.n).collect::<std::collections::BTreeSet<_>>() {
+        let find = |side| results.iter().find(|r| r.n == n && r.side == side);
+        let (Some(w), Some(nat)) = (find(Side::Wasm), find(Side::Native)) else {
+            continue;
+        };
+        let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+        let throughput = nat.converged_secs / w.converged_secs;
+        let children_throughput = nat.children_all_secs / w.children_all_secs;
+        let p99 = w.children_p99_ms / nat.children_p99_ms;
+        println!(
+            "  N={n:<5} throughput (converged) {throughput:.3} [{}], throughput (children) {children_throughput:.3}, \
+             create->children p50 {:.3} p99 {p99:.3} [{}], create->converged p99 {:.3}, \
+             RSS {:.1}/{:.1} MiB, CPU {:.2}/{:.2}s",
+            verdict(throughput >= 0.95),
+            w.children_p50_ms / nat.children_p50_ms,
+            verdict(p99 <= 1.10),
+            w.converged_p99_ms / nat.converged_p99_ms,
+            w.rss_mib,
+            nat.rss_mib,
+            w.cpu_secs,
+            nat.cpu_secs,
+        );
+    }
+}

@@ -1,0 +1,396 @@
+//! The run loop against the real API server: apply, status, scaling, drift, deletion, pruning, ownership.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Service};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::{Api, ResourceExt};
+use operator_host_tests::devcluster::{TestNamespace, kubectl, wait_for};
+use operator_host_tests::host::{Host, plugin_path};
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn memcached_resource() -> ApiResource {
+    ApiResource {
+        group: "cache.example.com".into(),
+        version: "v1alpha1".into(),
+        api_version: "cache.example.com/v1alpha1".into(),
+        kind: "Memcached".into(),
+        plural: "memcacheds".into(),
+    }
+}
+
+fn attack_resource() -> ApiResource {
+    ApiResource {
+        group: "hostile.operator-host.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "hostile.operator-host.dev/v1alpha1".into(),
+        kind: "Attack".into(),
+        plural: "attacks".into(),
+    }
+}
+
+async fn memcached_host(test: &str) -> (TestNamespace, Host, Api<DynamicObject>) {
+    let ns = TestNamespace::new(test).await.unwrap();
+    let host = Host::start(plugin_path("plugins", "memcached"), ns.name()).await;
+    let api = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    (ns, host, api)
+}
+
+async fn create(
+    api: &Api<DynamicObject>,
+    resource: &ApiResource,
+    name: &str,
+    spec: Value,
+) -> DynamicObject {
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &object).await.unwrap()
+}
+
+async fn patch_spec(api: &Api<DynamicObject>, name: &str, spec: Value) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": spec})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Waits until the CR's status says `ready` pods are ready for its current generation.
+async fn wait_ready(api: &Api<DynamicObject>, name: &str, ready: i64) {
+    wait_for(
+        &format!("{name} to report {ready} ready"),
+        TIMEOUT,
+        || async {
+            let cr = api.get(name).await?;
+            let status = &cr.data["status"];
+            let available = status["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"))
+                .map(|c| c["status"] == "True")
+                .unwrap_or(false);
+            Ok((status["readyReplicas"] == ready
+                && status["observedGeneration"].as_i64() == cr.metadata.generation
+                && available)
+                .then_some(()))
+        },
+    )
+    .await
+    .unwrap();
+}
+
+async fn deployment_replicas(deployments: &Api<Deployment>, name: &str) -> Option<i32> {
+    deployments
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()?
+        .spec?
+        .replicas
+}
+
+fn reconciled_condition(cr: &DynamicObject) -> Value {
+    cr.data["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Reconciled").cloned())
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn a_new_cr_gets_a_deployment_and_service_owned_and_labelled_by_the_host() {
+    let (ns, host, api) = memcached_host("create").await;
+    let cr = create(&api, &memcached_resource(), "cache", json!({"size": 2})).await;
+    let deployments: Api<Deployment> = ns.api();
+    let deployment = wait_for("the Deployment", Duration::from_secs(10), || async {
+        Ok(deployments.get_opt("cache").await?)
+    })
+    .await
+    .unwrap();
+    assert_eq!(deployment.spec.as_ref().unwrap().replicas, Some(2));
+    let owner = &deployment.owner_references()[0];
+    assert_eq!(Some(&owner.uid), cr.metadata.uid.as_ref());
+    assert_eq!(
+        (owner.controller, owner.block_owner_deletion),
+        (Some(true), Some(true))
+    );
+    let labels = deployment.labels();
+    assert_eq!(labels["app.kubernetes.io/managed-by"], "operator-host");
+    assert_eq!(labels["operator-host.dev/plugin"], "memcached");
+    assert_eq!(
+        Some(&labels["operator-host.dev/parent-uid"]),
+        cr.metadata.uid.as_ref()
+    );
+    let service = ns.api::<Service>().get("cache").await.unwrap();
+    assert_eq!(
+        Some(&service.owner_references()[0].uid),
+        cr.metadata.uid.as_ref()
+    );
+    assert_eq!(service.spec.unwrap().ports.unwrap()[0].port, 11211);
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn status_reports_ready_pods_and_the_observed_generation() {
+    let (ns, host, api) = memcached_host("status").await;
+    create(&api, &memcached_resource(), "cache", json!({"size": 2})).await;
+    wait_ready(&api, "cache", 2).await;
+    let cr = api.get("cache").await.unwrap();
+    assert_eq!(reconciled_condition(&cr)["status"], "True");
+    assert_eq!(host.reconciles("InvalidSpec"), 0);
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn scaling_up_and_down_is_followed_by_the_deployment_and_the_status() {
+    let (ns, host, api) = memcached_host("scale").await;
+    let deployments: Api<Deployment> = ns.api();
+    create(&api, &memcached_resource(), "cache", json!({"size": 1})).await;
+    wait_ready(&api, "cache", 1).await;
+    for size in [3, 1] {
+        patch_spec(&api, "cache", json!({"size": size})).await;
+        wait_ready(&api, "cache", size).await;
+        assert_eq!(
+            deployment_replicas(&deployments, "cache").await,
+            Some(size as i32)
+        );
+    }
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_hand_edit_of_a_managed_field_is_put_back() {
+    let (ns, host, api) = memcached_host("drift").await;
+    let deployments: Api<Deployment> = ns.api();
+    create(&api, &memcached_resource(), "cache", json!({"size": 2})).await;
+    wait_ready(&api, "cache", 2).await;
+    deployments
+        .patch(
+            "cache",
+            &PatchParams::apply("someone-else").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "cache"},
+                "spec": {"replicas": 5},
+            })),
+        )
+        .await
+        .unwrap();
+    wait_for("the replicas to be put back", TIMEOUT, || async {
+        Ok((deployment_replicas(&deployments, "cache").await == Some(2)).then_some(()))
+    })
+    .await
+    .unwrap();
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_deleted_deployment_is_recreated() {
+    let (ns, host, api) = memcached_host("recreate").await;
+    let deployments: Api<Deployment> = ns.api();
+    create(&api, &memcached_resource(), "cache", json!({"size": 1})).await;
+    wait_ready(&api, "cache", 1).await;
+    let old_uid = deployments.get("cache").await.unwrap().uid();
+    deployments
+        .delete("cache", &DeleteParams::background())
+        .await
+        .unwrap();
+    wait_for("a new Deployment", TIMEOUT, || async {
+        let current = deployments.get_opt("cache").await?;
+        Ok(current.filter(|d| d.uid() != old_uid && d.metadata.deletion_timestamp.is_none()))
+    })
+    .await
+    .unwrap();
+    wait_ready(&api, "cache", 1).await;
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn deleting_the_cr_garbage_collects_its_children() {
+    let (ns, host, api) = memcached_host("gc").await;
+    let deployments: Api<Deployment> = ns.api();
+    let services: Api<Service> = ns.api();
+    create(&api, &memcached_resource(), "cache", json!({"size": 1})).await;
+    wait_ready(&api, "cache", 1).await;
+    api.delete("cache", &DeleteParams::background())
+        .await
+        .unwrap();
+    wait_for("the children to be collected", TIMEOUT, || async {
+        let gone = deployments.get_opt("cache").await?.is_none()
+            && services.get_opt("cache").await?.is_none();
+        Ok(gone.then_some(()))
+    })
+    .await
+    .unwrap();
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn two_crs_in_one_namespace_never_touch_each_others_children_or_pods() {
+    let (ns, host, api) = memcached_host("two").await;
+    let pods: Api<Pod> = ns.api();
+    create(&api, &memcached_resource(), "a", json!({"size": 1})).await;
+    create(&api, &memcached_resource(), "b", json!({"size": 2})).await;
+    wait_ready(&api, "a", 1).await;
+    wait_ready(&api, "b", 2).await;
+    let count = |instance: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let selector = format!("app.kubernetes.io/instance={instance}");
+            pods.list(&ListParams::default().labels(&selector))
+                .await
+                .unwrap()
+                .items
+                .len()
+        }
+    };
+    assert_eq!((count("a").await, count("b").await), (1, 2));
+    let b_uid = ns.api::<Deployment>().get("b").await.unwrap().uid();
+    api.delete("a", &DeleteParams::background()).await.unwrap();
+    wait_for("a's pods to go", TIMEOUT, || async {
+        Ok((count("a").await == 0).then_some(()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(count("b").await, 2);
+    assert_eq!(ns.api::<Deployment>().get("b").await.unwrap().uid(), b_uid);
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_invalid_spec_is_reported_and_leaves_the_children_as_they_were() {
+    let (ns, host, api) = memcached_host("invalid").await;
+    let deployments: Api<Deployment> = ns.api();
+    create(&api, &memcached_resource(), "cache", json!({"size": 1})).await;
+    wait_ready(&api, "cache", 1).await;
+    let before = deployments.get("cache").await.unwrap();
+    // The CRD schema accepts any string; the plugin rejects an image with whitespace.
+    patch_spec(&api, "cache", json!({"image": "not an image"})).await;
+    let condition = wait_for("Reconciled=False", TIMEOUT, || async {
+        let condition = reconciled_condition(&api.get("cache").await?);
+        Ok((condition["status"] == "False").then_some(condition))
+    })
+    .await
+    .unwrap();
+    assert_eq!(condition["reason"], "InvalidSpec");
+    assert!(
+        condition["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.image"),
+        "{condition}"
+    );
+    let events: Api<Event> = ns.api();
+    let warnings = events
+        .list(&ListParams::default().fields("involvedObject.name=cache,type=Warning"))
+        .await
+        .unwrap();
+    assert!(
+        warnings
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("InvalidSpec"))
+    );
+    let after = deployments.get("cache").await.unwrap();
+    assert_eq!(after.uid(), before.uid());
+    assert_eq!(after.spec, before.spec);
+    assert!(
+        ns.api::<Service>()
+            .get_opt("cache")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_child_no_longer_desired_is_pruned_and_an_unowned_namesake_is_left_alone() {
+    let ns = TestNamespace::new("prune").await.unwrap();
+    let host = Host::start(plugin_path("test-plugins", "hostile"), ns.name()).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.name(), &attack_resource());
+    let config_maps: Api<ConfigMap> = ns.api();
+
+    create(&api, &attack_resource(), "x", json!({"attack": "none"})).await;
+    wait_for("ConfigMap x", TIMEOUT, || async {
+        Ok(config_maps.get_opt("x").await?)
+    })
+    .await
+    .unwrap();
+    patch_spec(&api, "x", json!({"attack": "many-children", "count": 0})).await;
+    wait_for("ConfigMap x to be pruned", TIMEOUT, || async {
+        Ok(config_maps.get_opt("x").await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+
+    let unowned: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "y-1"}, "data": {"owner": "a human"}
+    }))
+    .unwrap();
+    config_maps
+        .create(&PostParams::default(), &unowned)
+        .await
+        .unwrap();
+    create(
+        &api,
+        &attack_resource(),
+        "y",
+        json!({"attack": "many-children", "count": 2}),
+    )
+    .await;
+    let condition = wait_for("Reconciled=False on y", TIMEOUT, || async {
+        let condition = reconciled_condition(&api.get("y").await?);
+        Ok((condition["status"] == "False").then_some(condition))
+    })
+    .await
+    .unwrap();
+    assert_eq!(condition["reason"], "ChildNotOwned", "{condition}");
+    let namesake = config_maps.get("y-1").await.unwrap();
+    assert!(namesake.owner_references().is_empty());
+    assert!(namesake.labels().is_empty());
+    assert_eq!(namesake.data.unwrap()["owner"], "a human");
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn kubectl_get_shows_the_printer_columns_the_plugin_declares() {
+    let (ns, host, api) = memcached_host("kubectl").await;
+    create(&api, &memcached_resource(), "cache", json!({"size": 2})).await;
+    wait_ready(&api, "cache", 2).await;
+    let output = kubectl()
+        .args(["get", "memcached", "-n", ns.name()])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut lines = table.lines();
+    let header: Vec<_> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "SIZE", "READY", "AVAILABLE", "AGE"]);
+    let row: Vec<_> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(&row[..4], ["cache", "2", "2", "True"]);
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
