@@ -55,3 +55,7 @@ cluster-down:
 clean:
 	cargo clean
 	rm -rf $(PLUGINS_DIR) $(TEST_PLUGINS_DIR)
+
+# The README's main command: the host with the example plugins against the local control plane.
+demo:
+	deploy/demo.sh

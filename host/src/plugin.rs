@@ -202,10 +202,16 @@ fn add_host_status_fields(crd: &mut serde_json::Value) {
     };
     for version in versions {
         // `get_mut`, not indexing: indexing a missing key would insert a null.
-        let properties = ["schema", "openAPIV3Schema", "properties", "status", "properties"]
-            .iter()
-            .try_fold(&mut *version, |value, key| value.get_mut(*key))
-            .and_then(|p| p.as_object_mut());
+        let properties = [
+            "schema",
+            "openAPIV3Schema",
+            "properties",
+            "status",
+            "properties",
+        ]
+        .iter()
+        .try_fold(&mut *version, |value, key| value.get_mut(*key))
+        .and_then(|p| p.as_object_mut());
         let Some(properties) = properties else {
             continue; // no structured status schema (e.g. preserve-unknown-fields): nothing to add
         };

@@ -52,6 +52,14 @@ impl Host {
     /// Installs the plugin's CRD and starts its controller for `namespace` only, so tests in
     /// other namespaces (and other test binaries) never see each other's objects.
     pub async fn start(plugin: PathBuf, namespace: &str) -> Host {
+        // The host's logs appear in the output of a failing test (RUST_LOG to change the filter).
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("operator_host=debug")),
+            )
+            .with_test_writer()
+            .try_init();
         let client = crate::devcluster::client().await;
         let plugin = Plugin::load(&runtime(), &plugin).expect("the plugin loads");
         controller::install_crd(&client, &plugin)

@@ -209,7 +209,7 @@ pub async fn run_plugin(
     let parent_api = api_for(&client, &decl.parent, namespace);
     let mut controller = Controller::new_with(
         parent_api,
-        watcher::Config::default().any_semantic(),
+        watcher::Config::default(),
         decl.parent.api_resource(),
     )
     .with_config(controller::Config::default().concurrency(config.concurrency));
@@ -223,7 +223,7 @@ pub async fn run_plugin(
             writer,
             watcher(
                 api_for(&client, kind, namespace),
-                watcher::Config::default().labels(&selector).any_semantic(),
+                watcher::Config::default().labels(&selector),
             ),
         )
         .default_backoff()

@@ -162,6 +162,7 @@ pub fn error_policy(parent: Arc<DynamicObject>, error: &Error, ctx: Arc<PluginCo
 
 async fn reconcile_parent(parent: &DynamicObject, ctx: &PluginContext) -> Result<Action, Error> {
     let decl = &ctx.plugin.decl;
+    tracing::trace!(parent = %parent_key(parent), "reconcile starting");
     let api = api_for(&ctx.client, &decl.parent, parent.namespace().as_deref());
     let has_finalizer = parent.finalizers().iter().any(|f| f == FINALIZER);
     if parent.metadata.deletion_timestamp.is_some() {
@@ -179,12 +180,12 @@ async fn reconcile_parent(parent: &DynamicObject, ctx: &PluginContext) -> Result
     // Observed children come from the caches: a plan made before they have synced would
     // see no children and report a status that is not true.
     for (kind, store) in &ctx.child_stores {
-        store
-            .wait_until_ready()
+        wait_for_cache(store)
             .await
             .map_err(|e| Error::PluginTask(format!("the {kind} cache stopped: {e}")))?;
     }
     let observed = observed_children(parent, ctx);
+    tracing::trace!(parent = %parent_key(parent), observed = observed.len(), "caches ready");
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
     let plan = call_plan(ctx, parent_json.clone(), observed.clone()).await?;
     let applied = apply_children(parent, ctx, &plan, &observed).await?;
@@ -194,6 +195,20 @@ async fn reconcile_parent(parent: &DynamicObject, ctx: &PluginContext) -> Result
         tracing::debug!(parent = %parent_key(parent), applied, "reconciled");
     }
     Ok(Action::requeue(plan.requeue_after.unwrap_or(ctx.resync)))
+}
+
+/// Waits until `store` has synced. A waiter that starts before the store is ready can miss
+/// the wake-up when several reconciles wait at once (seen with kube-runtime 5), so each wait
+/// is bounded and retried with a fresh future.
+async fn wait_for_cache(
+    store: &kube::runtime::reflector::Store<DynamicObject>,
+) -> Result<(), kube::runtime::reflector::store::WriterDropped> {
+    loop {
+        match tokio::time::timeout(Duration::from_millis(100), store.wait_until_ready()).await {
+            Ok(result) => return result,
+            Err(_) => continue,
+        }
+    }
 }
 
 /// Children in the caches that belong to this parent (controller reference to its UID).
