@@ -367,6 +367,20 @@ async fn a_child_no_longer_desired_is_pruned_and_an_unowned_namesake_is_left_alo
     assert!(namesake.owner_references().is_empty());
     assert!(namesake.labels().is_empty());
     assert_eq!(namesake.data.unwrap()["owner"], "a human");
+    // Attacks carry the host's finalizer: delete them while the host runs.
+    for name in ["x", "y"] {
+        api.delete(name, &DeleteParams::background()).await.unwrap();
+    }
+    wait_for("the Attacks to be finalized", TIMEOUT, || async {
+        Ok(api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .is_empty()
+            .then_some(()))
+    })
+    .await
+    .unwrap();
     host.stop().await;
     ns.cleanup().await.unwrap();
 }
@@ -391,6 +405,41 @@ async fn kubectl_get_shows_the_printer_columns_the_plugin_declares() {
     assert_eq!(header, ["NAME", "SIZE", "READY", "AVAILABLE", "AGE"]);
     let row: Vec<_> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(&row[..4], ["cache", "2", "2", "True"]);
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_plugin_that_needs_finalize_holds_deletion_until_it_is_done() {
+    let ns = TestNamespace::new("finalize").await.unwrap();
+    let host = Host::start(plugin_path("test-plugins", "hostile"), ns.name()).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.name(), &attack_resource());
+    create(
+        &api,
+        &attack_resource(),
+        "f",
+        json!({"attack": "hold-finalizer"}),
+    )
+    .await;
+    wait_for("the host's finalizer", TIMEOUT, || async {
+        let finalizers = api.get("f").await?.finalizers().to_vec();
+        Ok(finalizers
+            .contains(&"operator-host.dev/finalize".to_string())
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    api.delete("f", &DeleteParams::background()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let held = api.get("f").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    // The plugin reports done once the spec no longer asks it to hold.
+    patch_spec(&api, "f", json!({"attack": "none"})).await;
+    wait_for("the Attack to be deleted", TIMEOUT, || async {
+        Ok(api.get_opt("f").await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
     host.stop().await;
     ns.cleanup().await.unwrap();
 }

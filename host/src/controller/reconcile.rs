@@ -477,15 +477,24 @@ async fn publish(
 }
 
 async fn add_finalizer(parent: &DynamicObject, api: &Api<DynamicObject>) -> Result<(), Error> {
-    let patch = if parent.metadata.finalizers.is_none() {
-        json!([{"op": "test", "path": "/metadata/resourceVersion", "value": parent.resource_version()},
-               {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}])
+    // The resourceVersion test makes this a no-op on a stale copy instead of a duplicate.
+    let guard = json!({"op": "test", "path": "/metadata/resourceVersion", "value": parent.resource_version()});
+    let add = if parent.metadata.finalizers.is_none() {
+        json!({"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]})
     } else {
-        json!([{"op": "test", "path": "/metadata/resourceVersion", "value": parent.resource_version()},
-               {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER}])
+        json!({"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER})
     };
-    let patch: json_patch::Patch =
-        serde_json::from_value(patch).map_err(|e| Error::PluginTask(e.to_string()))?;
+    json_patch_parent(parent, api, json!([guard, add])).await
+}
+
+/// Applies the JSON patch `operations` to the parent's metadata.
+async fn json_patch_parent(
+    parent: &DynamicObject,
+    api: &Api<DynamicObject>,
+    operations: Value,
+) -> Result<(), Error> {
+    // Built from literals above, so it always has the shape of a JSON patch.
+    let patch: json_patch::Patch = serde_json::from_value(operations).unwrap_or_default();
     api.patch(
         &parent.name_any(),
         &PatchParams::default(),
@@ -521,18 +530,11 @@ async fn finalize(
                 .iter()
                 .position(|f| f == FINALIZER)
                 .unwrap_or(0);
-            let patch: json_patch::Patch = serde_json::from_value(json!([
+            let operations = json!([
                 {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER},
                 {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
-            ]))
-            .map_err(|e| Error::PluginTask(e.to_string()))?;
-            api.patch(
-                &parent.name_any(),
-                &PatchParams::default(),
-                &Patch::<()>::Json(patch),
-            )
-            .await
-            .map_err(Error::Finalizer)?;
+            ]);
+            json_patch_parent(parent, api, operations).await?;
             Ok(Action::await_change())
         }
         Ok(response) => Ok(Action::requeue(Duration::from_millis(

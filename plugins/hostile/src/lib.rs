@@ -114,7 +114,8 @@ impl Guest for Hostile {
                 plural: "configmaps".into(),
                 namespaced: true,
             }],
-            needs_finalize: false,
+            // Every Attack gets the host's finalizer; `hold-finalizer` keeps it until changed.
+            needs_finalize: true,
             crd: serde_json::to_string(&Attack::crd()).unwrap_or_default(),
         }
     }
@@ -125,7 +126,7 @@ impl Guest for Hostile {
         let name = parent.metadata.name.clone().unwrap_or_default();
         let count = parent.spec.count;
         match parent.spec.attack.as_str() {
-            "none" => ok(vec![config_map(&name)], json!({"attack": "none"})),
+            "none" | "hold-finalizer" => ok(vec![config_map(&name)], json!({"attack": "none"})),
             "loop" => loop {
                 black_box(());
             },
@@ -163,10 +164,13 @@ impl Guest for Hostile {
         }
     }
 
-    fn finalize(_: ReconcileRequest) -> Result<FinalizeResponse, ReconcileError> {
+    fn finalize(request: ReconcileRequest) -> Result<FinalizeResponse, ReconcileError> {
+        let parent: Attack = serde_json::from_str(&request.parent)
+            .map_err(|e| ReconcileError::InvalidSpec(e.to_string()))?;
+        let hold = parent.spec.attack == "hold-finalizer";
         Ok(FinalizeResponse {
-            done: true,
-            requeue_after_ms: None,
+            done: !hold,
+            requeue_after_ms: hold.then_some(200),
         })
     }
 }
