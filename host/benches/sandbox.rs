@@ -20,7 +20,6 @@
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, SamplingMode};
@@ -69,6 +68,7 @@ fn parent() -> Value {
 
 /// What the host adds to every child (`plan::validate_child`), as observed later.
 fn host_metadata(child: &mut Value, uid: &str, resource_version: &str) {
+    let api_version = child["apiVersion"].clone();
     let metadata = &mut child["metadata"];
     metadata["namespace"] = "default".into();
     metadata["uid"] = uid.into();
@@ -85,7 +85,7 @@ fn host_metadata(child: &mut Value, uid: &str, resource_version: &str) {
         "controller": true, "blockOwnerDeletion": true,
     }]);
     metadata["managedFields"] = json!([{
-        "manager": "operator-host", "operation": "Apply", "apiVersion": child["apiVersion"],
+        "manager": "operator-host", "operation": "Apply", "apiVersion": api_version,
         "time": "2026-12-01T09:58:01Z", "fieldsType": "FieldsV1",
         "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app.kubernetes.io/component": {},
             "f:app.kubernetes.io/instance": {}, "f:app.kubernetes.io/managed-by": {},
@@ -94,7 +94,7 @@ fn host_metadata(child: &mut Value, uid: &str, resource_version: &str) {
             "f:ownerReferences": {"k:{\"uid\":\"0b1c7a52-5d3e-4c1f-9a57-3f1e2d4c5b6a\"}": {}}},
             "f:spec": {}}
     }, {
-        "manager": "kube-controller-manager", "operation": "Update", "apiVersion": child["apiVersion"],
+        "manager": "kube-controller-manager", "operation": "Update", "apiVersion": api_version,
         "time": "2026-12-01T09:58:03Z", "fieldsType": "FieldsV1", "subresource": "status",
         "fieldsV1": {"f:status": {"f:availableReplicas": {}, "f:conditions": {}, "f:observedGeneration": {},
             "f:readyReplicas": {}, "f:replicas": {}, "f:updatedReplicas": {}}}
@@ -144,7 +144,7 @@ fn observed(parent: &Value) -> Vec<Value> {
                 });
             }
             Some("Service") => {
-                host_metadata(child, "6f1d2c3b-0000-4000-8000-00000000s002", "48218");
+                host_metadata(child, "6f1d2c3b-0000-4000-8000-00000000c002", "48218");
                 let spec = &mut child["spec"];
                 spec["type"] = "ClusterIP".into();
                 spec["clusterIP"] = "10.96.14.7".into();

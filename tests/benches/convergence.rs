@@ -174,10 +174,11 @@ async fn controller_process(side: Side, namespace: String, args: Args) -> anyhow
     };
     match side {
         Side::Wasm => {
-            let runtime = operator_host::runtime::Runtime::new(operator_host::runtime::RuntimeConfig {
-                cache_dir: Some(compile_cache_dir()),
-                ..Default::default()
-            })?;
+            let runtime =
+                operator_host::runtime::Runtime::new(operator_host::runtime::RuntimeConfig {
+                    cache_dir: Some(compile_cache_dir()),
+                    ..Default::default()
+                })?;
             let plugin = operator_host::plugin::Plugin::load(&runtime, &args.plugin)?;
             let config = operator_host::controller::RunConfig {
                 plugins_dir: args.plugin.parent().unwrap_or(Path::new(".")).to_path_buf(),
@@ -304,9 +305,7 @@ mod native {
             resync: Duration::from_secs(300),
         });
         Controller::new_with(parents, watcher::Config::default().any_semantic(), resource)
-            .with_config(
-                kube::runtime::controller::Config::default().concurrency(concurrency),
-            )
+            .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
             .owns_stream(deployment_stream)
             .owns_stream(service_stream)
             .graceful_shutdown_on(shutdown)
@@ -355,7 +354,10 @@ mod native {
         // Observed children from the caches, as the host presents them to the plugin.
         let mut observed = Vec::new();
         let mut versions: HashMap<(String, String), String> = HashMap::new();
-        for d in ctx.deployments.state_filter(|d| owned_by(&d.metadata, &uid)) {
+        for d in ctx
+            .deployments
+            .state_filter(|d| owned_by(&d.metadata, &uid))
+        {
             versions.insert(
                 ("Deployment".into(), d.name_any()),
                 d.resource_version().unwrap_or_default(),
@@ -461,7 +463,10 @@ mod native {
                 "observedGeneration": generation,
             }));
             for condition in conditions.iter_mut() {
-                if condition.get("lastTransitionTime").is_some_and(Value::is_string) {
+                if condition
+                    .get("lastTransitionTime")
+                    .is_some_and(Value::is_string)
+                {
                     continue;
                 }
                 let earlier = previous["conditions"]
@@ -475,7 +480,8 @@ mod native {
         if parent.status.as_ref() != Some(&status) {
             let api: Api<Parent> =
                 Api::namespaced_with(ctx.client.clone(), &namespace, &parent_resource());
-            let patch = json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": KIND, "status": status});
+            let patch =
+                json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": KIND, "status": status});
             api.patch_status(&name, &params, &Patch::Apply(&patch))
                 .await
                 .map_err(Error::Status)?;
@@ -584,11 +590,13 @@ fn memcached_object(name: &str, size: i32) -> Value {
 fn status_state(object: &DynamicObject) -> (bool, bool) {
     let generation = object.metadata.generation;
     let status = &object.data["status"];
-    let for_generation = generation.is_some() && status["observedGeneration"].as_i64() == generation;
+    let for_generation =
+        generation.is_some() && status["observedGeneration"].as_i64() == generation;
     let size = object.data["spec"]["size"].as_i64().unwrap_or(-1);
-    let available = status["conditions"]
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Available" && c["status"] == "True"));
+    let available = status["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Available" && c["status"] == "True")
+    });
     let ready = status["readyReplicas"].as_i64() == Some(size);
     (for_generation, for_generation && ready && available)
 }
@@ -619,7 +627,9 @@ async fn watch_namespace(
             while let Some(event) = stream.next().await {
                 let now = Instant::now();
                 match event {
-                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => on_object(o, now),
+                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                        on_object(o, now)
+                    }
                     Ok(watcher::Event::InitDone) => {
                         let _ = ready.try_send(());
                     }
@@ -635,7 +645,11 @@ async fn watch_namespace(
         watcher(deployments, watcher::Config::default()).default_backoff(),
         ready_tx.clone(),
         move |d: Deployment, now| {
-            s.lock().unwrap().deployment.entry(d.name_any()).or_insert(now);
+            s.lock()
+                .unwrap()
+                .deployment
+                .entry(d.name_any())
+                .or_insert(now);
         },
     ));
     let s = seen.clone();
@@ -643,7 +657,11 @@ async fn watch_namespace(
         watcher(services, watcher::Config::default()).default_backoff(),
         ready_tx.clone(),
         move |svc: Service, now| {
-            s.lock().unwrap().service.entry(svc.name_any()).or_insert(now);
+            s.lock()
+                .unwrap()
+                .service
+                .entry(svc.name_any())
+                .or_insert(now);
         },
     ));
     let s = seen;
@@ -734,12 +752,21 @@ fn cpu_secs(pid: u32) -> f64 {
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // `rest` starts at field 3 (state), so field k is at index k - 3.
     (ticks(11) + ticks(12)) / 100.0
 }
 
-async fn wait_until<F: FnMut() -> bool>(what: &str, timeout: Duration, mut done: F) -> anyhow::Result<()> {
+async fn wait_until<F: FnMut() -> bool>(
+    what: &str,
+    timeout: Duration,
+    mut done: F,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     while !done() {
         if Instant::now() >= deadline {
@@ -750,7 +777,12 @@ async fn wait_until<F: FnMut() -> bool>(what: &str, timeout: Duration, mut done:
     Ok(())
 }
 
-async fn run_once(kubeconfig: &Path, args: &Args, side: Side, n: usize) -> anyhow::Result<RunResult> {
+async fn run_once(
+    kubeconfig: &Path,
+    args: &Args,
+    side: Side,
+    n: usize,
+) -> anyhow::Result<RunResult> {
     let namespace = TestNamespace::new(&format!("bench-{}-{n}", side.name())).await?;
     let ns = namespace.name().to_string();
     let client = namespace.client();
@@ -769,9 +801,11 @@ async fn run_once(kubeconfig: &Path, args: &Args, side: Side, n: usize) -> anyho
             &serde_json::from_value(memcached_object("warmup", args.size))?,
         )
         .await?;
-        wait_until("the warm-up CR to converge", Duration::from_secs(120), || {
-            seen.lock().unwrap().converged.contains_key("warmup")
-        })
+        wait_until(
+            "the warm-up CR to converge",
+            Duration::from_secs(120),
+            || seen.lock().unwrap().converged.contains_key("warmup"),
+        )
         .await?;
         let cpu_before = cpu_secs(controller.pid());
 
@@ -795,11 +829,9 @@ async fn run_once(kubeconfig: &Path, args: &Args, side: Side, n: usize) -> anyho
         let create_secs = started.elapsed().as_secs_f64();
 
         let all = |map: &HashMap<String, Instant>| names.iter().all(|n| map.contains_key(n));
-        wait_until(
-            &format!("{n} CRs to converge"),
-            args.timeout,
-            || all(&seen.lock().unwrap().converged),
-        )
+        wait_until(&format!("{n} CRs to converge"), args.timeout, || {
+            all(&seen.lock().unwrap().converged)
+        })
         .await?;
         let (rss_mib, hwm_mib) = memory_mib(controller.pid());
         let cpu = cpu_secs(controller.pid()) - cpu_before;
@@ -811,7 +843,12 @@ async fn run_once(kubeconfig: &Path, args: &Args, side: Side, n: usize) -> anyho
         for (name, at) in &created {
             let children = seen.deployment[name].max(seen.service[name]);
             children_ms.push(children.saturating_duration_since(*at).as_secs_f64() * 1e3);
-            converged_ms.push(seen.converged[name].saturating_duration_since(*at).as_secs_f64() * 1e3);
+            converged_ms.push(
+                seen.converged[name]
+                    .saturating_duration_since(*at)
+                    .as_secs_f64()
+                    * 1e3,
+            );
             children_all = children_all.max(children);
             status_all = status_all.max(seen.first_status[name]);
             converged_all = converged_all.max(seen.converged[name]);
@@ -875,7 +912,12 @@ async fn ensure_pod_capacity(client: &Client, pods: usize) -> anyhow::Result<Vec
         .await?
         .items
         .into_iter()
-        .filter(|n| n.annotations().get("kwok.x-k8s.io/node").map(String::as_str) == Some("fake"))
+        .filter(|n| {
+            n.annotations()
+                .get("kwok.x-k8s.io/node")
+                .map(String::as_str)
+                == Some("fake")
+        })
         .collect();
     let running = Api::<Pod>::all(client.clone())
         .list(&ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed"))
@@ -925,10 +967,9 @@ async fn ensure_pod_capacity(client: &Client, pods: usize) -> anyhow::Result<Vec
                 let mut ready = 0;
                 for name in &added {
                     let node = nodes.get(name).await?;
-                    let is_ready = node
-                        .status
-                        .and_then(|s| s.conditions)
-                        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                    let is_ready = node.status.and_then(|s| s.conditions).is_some_and(|cs| {
+                        cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                    });
                     ready += usize::from(is_ready);
                 }
                 Ok((ready == added.len()).then_some(()))
@@ -978,7 +1019,11 @@ fn print_result(r: &RunResult) {
 fn print_summary(results: &[RunResult]) {
     println!();
     println!("ratios wasm/native (throughput >= 0.95 and p99 latency <= 1.10 are the targets):");
-    for n in results.iter().map(|r| r.n).collect::<std::collections::BTreeSet<_>>() {
+    for n in results
+        .iter()
+        .map(|r| r.n)
+        .collect::<std::collections::BTreeSet<_>>()
+    {
         let find = |side| results.iter().find(|r| r.n == n && r.side == side);
         let (Some(w), Some(nat)) = (find(Side::Wasm), find(Side::Native)) else {
             continue;
