@@ -77,6 +77,8 @@ struct Args {
     concurrency: u16,
     /// Create requests in flight at once.
     create_parallelism: usize,
+    /// Runs per side and N; the order alternates and the summary takes medians.
+    repeat: usize,
     timeout: Duration,
     plugin: PathBuf,
     /// Child: which controller to run, in which namespace.
@@ -90,6 +92,7 @@ fn parse_args() -> anyhow::Result<Args> {
         size: 1,
         concurrency: 32,
         create_parallelism: 32,
+        repeat: 1,
         timeout: Duration::from_secs(900),
         plugin: root.join("target/plugins/memcached.wasm"),
         controller: None,
@@ -108,6 +111,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--create-parallelism" => {
                 args.create_parallelism = value("--create-parallelism")?.parse()?
             }
+            "--repeat" => args.repeat = value("--repeat")?.parse::<usize>()?.max(1),
             "--timeout-secs" => {
                 args.timeout = Duration::from_secs(value("--timeout-secs")?.parse()?)
             }
@@ -125,7 +129,8 @@ fn parse_args() -> anyhow::Result<Args> {
             other if !other.starts_with('-') => {}
             other => bail!(
                 "unknown argument {other:?}; usage: convergence [--n N]... [--size S] \
-                 [--concurrency C] [--create-parallelism P] [--timeout-secs T] [--plugin PATH]"
+                 [--concurrency C] [--create-parallelism P] [--repeat R] [--timeout-secs T] \
+                 [--plugin PATH]"
             ),
         }
     }
@@ -542,8 +547,10 @@ async fn driver(args: Args) -> anyhow::Result<()> {
     let bench_nodes = ensure_pod_capacity(&client, max_n * args.size.max(0) as usize + 1).await?;
 
     println!(
-        "convergence: N = {:?}, spec.size = {}, controller concurrency = {}, {} creates in flight, {} cores",
+        "convergence: N = {:?} x {} runs per side, spec.size = {}, controller concurrency = {}, \
+         {} creates in flight, {} cores",
         args.ns,
+        args.repeat,
         args.size,
         args.concurrency,
         args.create_parallelism,
@@ -552,7 +559,8 @@ async fn driver(args: Args) -> anyhow::Result<()> {
     let mut results = Vec::new();
     let mut failure = None;
     'runs: for &n in &args.ns {
-        for side in [Side::Wasm, Side::Native] {
+        let orders = [[Side::Wasm, Side::Native], [Side::Native, Side::Wasm]];
+        for side in (0..args.repeat).flat_map(|r| orders[r % 2]) {
             match run_once(&cluster.kubeconfig, &args, side, n).await {
                 Ok(result) => {
                     print_result(&result);
@@ -1018,14 +1026,19 @@ fn print_result(r: &RunResult) {
 
 fn print_summary(results: &[RunResult]) {
     println!();
-    println!("ratios wasm/native (throughput >= 0.95 and p99 latency <= 1.10 are the targets):");
+    println!(
+        "ratios wasm/native, of the medians over runs (targets: throughput >= 0.95, \
+         p99 latency <= 1.10):"
+    );
     for n in results
         .iter()
         .map(|r| r.n)
         .collect::<std::collections::BTreeSet<_>>()
     {
-        let find = |side| results.iter().find(|r| r.n == n && r.side == side);
-        let (Some(w), Some(nat)) = (find(Side::Wasm), find(Side::Native)) else {
+        let (Some(w), Some(nat)) = (
+            median_result(results, n, Side::Wasm),
+            median_result(results, n, Side::Native),
+        ) else {
             continue;
         };
         let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
@@ -1046,4 +1059,31 @@ fn print_summary(results: &[RunResult]) {
             nat.cpu_secs,
         );
     }
+}
+
+/// The per-field median of the runs of `side` with `n` CRs.
+fn median_result(results: &[RunResult], n: usize, side: Side) -> Option<RunResult> {
+    let runs: Vec<&RunResult> = results
+        .iter()
+        .filter(|r| r.n == n && r.side == side)
+        .collect();
+    let first = (*runs.first()?).clone();
+    let median = |field: fn(&RunResult) -> f64| {
+        let mut values: Vec<f64> = runs.iter().map(|r| field(r)).collect();
+        percentile(&mut values, 50.0)
+    };
+    Some(RunResult {
+        create_secs: median(|r| r.create_secs),
+        children_all_secs: median(|r| r.children_all_secs),
+        status_all_secs: median(|r| r.status_all_secs),
+        converged_secs: median(|r| r.converged_secs),
+        children_p50_ms: median(|r| r.children_p50_ms),
+        children_p99_ms: median(|r| r.children_p99_ms),
+        converged_p50_ms: median(|r| r.converged_p50_ms),
+        converged_p99_ms: median(|r| r.converged_p99_ms),
+        rss_mib: median(|r| r.rss_mib),
+        hwm_mib: median(|r| r.hwm_mib),
+        cpu_secs: median(|r| r.cpu_secs),
+        ..first
+    })
 }
