@@ -10,7 +10,7 @@ PLUGINS := memcached
 # Test-only plugins: hostile guests, another contract version, the v2 Memcached.
 TEST_PLUGINS := hostile wrong-contract
 
-.PHONY: build host plugins test-plugins test lint fmt bench cluster cluster-down demo clean
+.PHONY: build host plugins test-plugins test lint fmt bench bench-cluster cluster-down cluster demo clean
 
 build: host plugins
 
@@ -59,3 +59,7 @@ clean:
 # The README's main command: the host with the example plugins against the local control plane.
 demo:
 	deploy/demo.sh
+
+# The convergence benchmark: N Memcached CRs, the wasm host vs a native kube-rs controller.
+bench-cluster: plugins
+	cargo bench -p operator-host-tests --bench convergence

@@ -118,8 +118,11 @@ pub fn plan(
     now: &str,
 ) -> Result<Plan, PlanError> {
     let request = ReconcileRequest {
-        parent: parent.to_string(),
-        observed: observed.iter().map(Value::to_string).collect(),
+        parent: without_managed_fields(parent).to_string(),
+        observed: observed
+            .iter()
+            .map(|o| without_managed_fields(o).to_string())
+            .collect(),
     };
     let context = format!(
         "{}:{}/{}",
@@ -133,6 +136,19 @@ pub fn plan(
         Err(ReconcileError::Retry(message)) => return Err(PlanError::PluginRetry(message)),
     };
     plan_from_response(&plugin.decl, parent, observed, response, now)
+}
+
+/// `object` without `metadata.managedFields`: bookkeeping of the API server that no plugin
+/// needs, and often the largest part of an object.
+fn without_managed_fields(object: &Value) -> std::borrow::Cow<'_, Value> {
+    if object["metadata"].get("managedFields").is_none() {
+        return std::borrow::Cow::Borrowed(object);
+    }
+    let mut object = object.clone();
+    if let Some(metadata) = object["metadata"].as_object_mut() {
+        metadata.remove("managedFields");
+    }
+    std::borrow::Cow::Owned(object)
 }
 
 /// The pure part of [`plan`]: validates the plugin's response and builds the plan.
