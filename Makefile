@@ -27,10 +27,9 @@ test-plugins: plugins
 	mkdir -p $(TEST_PLUGINS_DIR)
 	for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(TEST_PLUGINS_DIR)/$$p.wasm; done
 	cp $(PLUGINS_DIR)/memcached.wasm $(TEST_PLUGINS_DIR)/memcached-v1.wasm
-	cargo build --target wasm32-wasip2 --profile plugin -p memcached --features v2
-	cp $(WASM_OUT)/memcached.wasm $(TEST_PLUGINS_DIR)/memcached-v2.wasm
-	# Leave the v1 build in cargo's output so the next `make plugins` is a no-op.
-	cargo build --target wasm32-wasip2 --profile plugin -p memcached
+	# The v2 variant has a target dir of its own, so neither build invalidates the other.
+	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variant-v2 cargo build --target wasm32-wasip2 --profile plugin -p memcached --features v2
+	cp $(CARGO_TARGET_DIR)/variant-v2/wasm32-wasip2/plugin/memcached.wasm $(TEST_PLUGINS_DIR)/memcached-v2.wasm
 
 # The README's test command: every test, including those against the local control plane.
 test: test-plugins

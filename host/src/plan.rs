@@ -214,16 +214,16 @@ pub fn plan_from_response(
 
 /// The status to write when reconciling failed: the previous status with
 /// `Reconciled=False`, so what was observed before is not lost.
-pub fn failure_status(parent: &Value, error: &PlanError, now: &str) -> Value {
-    let previous = parent.get("status").cloned().unwrap_or_else(|| json!({}));
-    let previous = if previous.is_object() {
-        previous
-    } else {
-        json!({})
-    };
+/// `reason` and `message` say which step failed and why.
+pub fn failure_status(parent: &Value, reason: &str, message: &str, now: &str) -> Value {
+    let previous = parent
+        .get("status")
+        .filter(|s| s.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     let mut status = previous.clone();
     // The previous observedGeneration stays: this generation was not reconciled.
-    let condition = reconciled(false, error.reason(), &error.to_string());
+    let condition = reconciled(false, reason, message);
     set_condition(&mut status, condition, &previous, parent, now);
     status
 }
@@ -502,7 +502,9 @@ fn set_condition(
     }
 }
 
-fn stamp_transition(condition: &mut Value, previous: &Value, now: &str) {
+/// Sets a condition's `lastTransitionTime` unless it has one: the previous status's time
+/// while the condition's status is unchanged, `now` otherwise.
+pub fn stamp_transition(condition: &mut Value, previous: &Value, now: &str) {
     if condition
         .get("lastTransitionTime")
         .is_some_and(|t| t.is_string())

@@ -468,18 +468,7 @@ mod native {
                 "observedGeneration": generation,
             }));
             for condition in conditions.iter_mut() {
-                if condition
-                    .get("lastTransitionTime")
-                    .is_some_and(Value::is_string)
-                {
-                    continue;
-                }
-                let earlier = previous["conditions"]
-                    .as_array()
-                    .and_then(|cs| cs.iter().find(|c| c["type"] == condition["type"]))
-                    .filter(|c| c["status"] == condition["status"])
-                    .and_then(|c| c["lastTransitionTime"].as_str());
-                condition["lastTransitionTime"] = earlier.unwrap_or(&now).into();
+                operator_host::plan::stamp_transition(condition, &previous, &now);
             }
         }
         if parent.status.as_ref() != Some(&status) {

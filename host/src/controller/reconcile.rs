@@ -420,22 +420,13 @@ async fn write_status(
 /// Puts `Reconciled=False` on the parent and publishes a Warning event.
 async fn report_failure(parent: &DynamicObject, ctx: &PluginContext, error: &Error) {
     tracing::warn!(plugin = %ctx.plugin.decl.name, parent = %parent_key(parent), reason = error.reason(), %error, "reconcile failed");
-    let plan_error = match error {
-        Error::Plan(e) => e.clone(),
-        other => PlanError::PluginRetry(other.to_string()),
-    };
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
-    let mut status = plan::failure_status(&parent_json, &plan_error, &now_rfc3339());
-    // Keep the step's own reason (ApplyFailed, ...) rather than the generic one.
-    if let Some(conditions) = status["conditions"].as_array_mut() {
-        for c in conditions
-            .iter_mut()
-            .filter(|c| c["type"] == plan::RECONCILED)
-        {
-            c["reason"] = error.reason().into();
-            c["message"] = error.to_string().into();
-        }
-    }
+    let status = plan::failure_status(
+        &parent_json,
+        error.reason(),
+        &error.to_string(),
+        &now_rfc3339(),
+    );
     if parent.metadata.deletion_timestamp.is_none() {
         let api = api_for(
             &ctx.client,

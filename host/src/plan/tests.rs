@@ -260,11 +260,8 @@ fn transition_times_are_kept_while_status_is_unchanged() {
 fn failure_status_keeps_the_previous_status() {
     let mut parent = parent();
     parent["status"] = json!({"readyReplicas": 3, "observedGeneration": 3});
-    let status = failure_status(
-        &parent,
-        &PlanError::InvalidSpec("spec.size: too big".into()),
-        "t",
-    );
+    let error = PlanError::InvalidSpec("spec.size: too big".into());
+    let status = failure_status(&parent, error.reason(), &error.to_string(), "t");
     assert_eq!(status["readyReplicas"], 3);
     assert_eq!(status["observedGeneration"], 3);
     assert_eq!(status["conditions"][0]["reason"], "InvalidSpec");
