@@ -6,7 +6,7 @@ WASM_OUT := $(CARGO_TARGET_DIR)/wasm32-wasip2/plugin
 PLUGINS_DIR := target/plugins
 TEST_PLUGINS_DIR := target/test-plugins
 # Example plugins, served by `operator-host run`.
-PLUGINS := memcached
+PLUGINS := memcached mysql
 # Test-only plugins: hostile guests, another contract version, the v2 Memcached.
 TEST_PLUGINS := hostile wrong-contract
 

@@ -1,0 +1,483 @@
+//! The children of one InnoDBCluster: ServiceAccount, ConfigMap, Services, StatefulSet, router Deployment, PDB.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, ExecAction, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSecurityContext,
+    PodSpec, PodTemplateSpec, Probe, SecretKeySelector, Service, ServiceAccount, ServicePort,
+    ServiceSpec, TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
+};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use operator_host_sdk::child_meta;
+
+use crate::config::{INITCONF_DIR, MY_CNF};
+use crate::spec::{CONFIG_HASH_ANNOTATION, InnoDBClusterSpec, MAX_INSTANCES};
+
+/// MySQL classic protocol.
+pub const MYSQL_PORT: i32 = 3306;
+/// MySQL X protocol.
+pub const MYSQLX_PORT: i32 = 33060;
+/// Group Replication (XCom) communication.
+pub const GR_PORT: i32 = 33061;
+/// Router: classic protocol, read-write.
+pub const ROUTER_RW_PORT: i32 = 6446;
+/// Router: classic protocol, read-only.
+pub const ROUTER_RO_PORT: i32 = 6447;
+/// Router: X protocol, read-write.
+pub const ROUTER_X_RW_PORT: i32 = 6448;
+/// Router: X protocol, read-only.
+pub const ROUTER_X_RO_PORT: i32 = 6449;
+/// Router: classic protocol, read-write splitting.
+pub const ROUTER_RW_SPLIT_PORT: i32 = 6450;
+/// Router: REST API.
+pub const ROUTER_REST_PORT: i32 = 8443;
+/// `server_id` of the instance with ordinal 0; instance `i` gets base + i.
+pub const SERVER_ID_BASE: i32 = 1000;
+/// The MySQL server image repository; the tag is `spec.version`.
+pub const SERVER_IMAGE: &str = "container-registry.oracle.com/mysql/community-server";
+/// The MySQL Router image repository; the tag is `spec.version`.
+pub const ROUTER_IMAGE: &str = "container-registry.oracle.com/mysql/community-router";
+/// The uid and gid of `mysql` in the server image.
+const MYSQL_UID: i64 = 27;
+
+pub(crate) const MAX_INSTANCES_USIZE: usize = MAX_INSTANCES as usize;
+
+/// The headless Service that gives each instance a stable DNS name.
+pub fn instances_service(name: &str) -> String {
+    format!("{name}-instances")
+}
+
+/// The ConfigMap holding the server configuration.
+pub fn initconf_name(name: &str) -> String {
+    format!("{name}-initconf")
+}
+
+/// The router Deployment.
+pub fn router_name(name: &str) -> String {
+    format!("{name}-router")
+}
+
+/// The PodDisruptionBudget of the MySQL pods.
+pub fn pdb_name(name: &str) -> String {
+    format!("{name}-pdb")
+}
+
+/// The ServiceAccount of every pod of the cluster.
+pub fn service_account_name(name: &str) -> String {
+    format!("{name}-sa")
+}
+
+/// What part of the cluster an object belongs to (`app.kubernetes.io/component`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Component {
+    /// The MySQL servers and what serves them.
+    Database,
+    /// MySQL Router.
+    Router,
+    /// Shared by both (the ServiceAccount).
+    Cluster,
+}
+
+impl Component {
+    fn as_str(self) -> &'static str {
+        match self {
+            Component::Database => "database",
+            Component::Router => "router",
+            Component::Cluster => "cluster",
+        }
+    }
+
+    fn tier(self) -> Option<&'static str> {
+        match self {
+            Component::Database => Some("mysql"),
+            Component::Router => Some("mysqlrouter"),
+            Component::Cluster => None,
+        }
+    }
+}
+
+/// Labels in the style of the upstream MySQL Operator. For `Database` and `Router` they are
+/// also the pod selectors: unique per cluster (`instance`, `mysql.oracle.com/cluster`) and
+/// distinct between servers and routers (`component`, `tier`).
+pub fn labels(name: &str, component: Component) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([
+        (
+            "app.kubernetes.io/name".to_string(),
+            "mysql-innodbcluster".to_string(),
+        ),
+        (
+            "app.kubernetes.io/instance".to_string(),
+            format!("mysql-innodbcluster-{name}"),
+        ),
+        (
+            "app.kubernetes.io/component".to_string(),
+            component.as_str().to_string(),
+        ),
+        ("mysql.oracle.com/cluster".to_string(), name.to_string()),
+    ]);
+    if let Some(tier) = component.tier() {
+        labels.insert("tier".to_string(), tier.to_string());
+    }
+    labels
+}
+
+/// Pod labels: the selector plus `managed-by` (the host adds it to the children it applies,
+/// not to the pods their controllers create).
+fn pod_labels(name: &str, component: Component) -> BTreeMap<String, String> {
+    let mut labels = labels(name, component);
+    labels.insert(
+        "app.kubernetes.io/managed-by".to_string(),
+        "operator-host".to_string(),
+    );
+    labels
+}
+
+fn selector(name: &str, component: Component) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(labels(name, component)),
+        ..LabelSelector::default()
+    }
+}
+
+fn tcp_port(name: &str, port: i32) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.to_string()),
+        container_port: port,
+        protocol: Some("TCP".to_string()),
+        ..ContainerPort::default()
+    }
+}
+
+fn service_port(name: &str, port: i32, target: i32) -> ServicePort {
+    ServicePort {
+        name: Some(name.to_string()),
+        port,
+        target_port: Some(IntOrString::Int(target)),
+        protocol: Some("TCP".to_string()),
+        ..ServicePort::default()
+    }
+}
+
+/// An environment variable read from the user's Secret: the data is referenced, never copied.
+fn secret_env(env: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: env.to_string(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_string(),
+                key: key.to_string(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
+fn env(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: Some(value.into()),
+        ..EnvVar::default()
+    }
+}
+
+/// `<name>-sa`: the identity of the cluster's pods. They do not call the API, so no token.
+pub fn service_account(name: &str) -> ServiceAccount {
+    ServiceAccount {
+        metadata: child_meta(service_account_name(name), labels(name, Component::Cluster)),
+        automount_service_account_token: Some(false),
+        ..ServiceAccount::default()
+    }
+}
+
+/// `<name>-initconf`: the server configuration (see [`crate::config::initconf`]).
+pub fn initconf(name: &str, data: &BTreeMap<String, String>) -> ConfigMap {
+    ConfigMap {
+        metadata: child_meta(initconf_name(name), labels(name, Component::Database)),
+        data: Some(data.clone()),
+        ..ConfigMap::default()
+    }
+}
+
+/// `<name>-instances`: headless, and publishing pods before they are ready, because members
+/// must find each other to become ready at all.
+pub fn instances(name: &str) -> Service {
+    Service {
+        metadata: child_meta(instances_service(name), labels(name, Component::Database)),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".to_string()),
+            publish_not_ready_addresses: Some(true),
+            selector: Some(labels(name, Component::Database)),
+            ports: Some(vec![
+                service_port("mysql", MYSQL_PORT, MYSQL_PORT),
+                service_port("mysqlx", MYSQLX_PORT, MYSQLX_PORT),
+                service_port("gr-xcom", GR_PORT, GR_PORT),
+            ]),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// `<name>`: the clients' entry point, in front of the routers. It stays when there are no
+/// routers, so clients keep a stable address.
+pub fn router_service(name: &str, spec: &InnoDBClusterSpec) -> Service {
+    Service {
+        metadata: child_meta(name, labels(name, Component::Router)),
+        spec: Some(ServiceSpec {
+            type_: Some(spec.service.type_.as_str().to_string()),
+            selector: Some(labels(name, Component::Router)),
+            ports: Some(vec![
+                service_port("mysql", MYSQL_PORT, spec.service.default_port.router_port()),
+                service_port("mysqlx", MYSQLX_PORT, ROUTER_X_RW_PORT),
+                service_port("mysql-ro", ROUTER_RO_PORT, ROUTER_RO_PORT),
+                service_port("mysqlx-ro", ROUTER_X_RO_PORT, ROUTER_X_RO_PORT),
+                service_port("mysql-rw-split", ROUTER_RW_SPLIT_PORT, ROUTER_RW_SPLIT_PORT),
+                service_port("router-rest", ROUTER_REST_PORT, ROUTER_REST_PORT),
+            ]),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// Starts the server with the options that differ per pod, derived from the pod's ordinal
+/// (`<name>-<ordinal>`). `let` rather than `$((...))`, which Kubernetes would take for a
+/// variable reference.
+fn server_script(name: &str) -> String {
+    let service = instances_service(name);
+    format!(
+        "set -e\n\
+         ordinal=\"${{HOSTNAME##*-}}\"\n\
+         let \"server_id = SERVER_ID_BASE + ordinal\"\n\
+         exec /entrypoint.sh mysqld \\\n  \
+         --server-id=\"$server_id\" \\\n  \
+         --report-host=\"$HOSTNAME.{service}\" \\\n  \
+         --loose-group-replication-local-address=\"$HOSTNAME.{service}:{GR_PORT}\"\n"
+    )
+}
+
+/// `<name>`: the MySQL servers. `config_hash` goes into the pod template, so a change of the
+/// configuration rolls the pods (a mounted ConfigMap alone would not restart mysqld).
+pub fn stateful_set(name: &str, spec: &InnoDBClusterSpec, config_hash: &str) -> StatefulSet {
+    let mut template_labels = spec.pod_labels.clone();
+    template_labels.extend(pod_labels(name, Component::Database));
+    let mut annotations = spec.pod_annotations.clone();
+    annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), config_hash.to_string());
+    // `mysqladmin ping` succeeds when the server answers, even with "access denied": no
+    // credentials are needed in the probe.
+    let ping = Probe {
+        exec: Some(ExecAction {
+            command: Some(vec![
+                "mysqladmin".to_string(),
+                "ping".to_string(),
+                "--protocol=socket".to_string(),
+                "--socket=/var/run/mysqld/mysqld.sock".to_string(),
+            ]),
+        }),
+        ..Probe::default()
+    };
+    let container = Container {
+        name: "mysql".to_string(),
+        image: Some(format!("{SERVER_IMAGE}:{}", spec.version)),
+        command: Some(vec!["/bin/bash".to_string(), "-c".to_string()]),
+        args: Some(vec![server_script(name)]),
+        env: Some(vec![
+            secret_env("MYSQL_ROOT_PASSWORD", &spec.secret_name, "rootPassword"),
+            secret_env("MYSQL_ROOT_HOST", &spec.secret_name, "rootHost"),
+            env("SERVER_ID_BASE", SERVER_ID_BASE.to_string()),
+        ]),
+        ports: Some(vec![
+            tcp_port("mysql", MYSQL_PORT),
+            tcp_port("mysqlx", MYSQLX_PORT),
+            tcp_port("gr-xcom", GR_PORT),
+        ]),
+        readiness_probe: Some(Probe {
+            initial_delay_seconds: Some(10),
+            period_seconds: Some(5),
+            failure_threshold: Some(3),
+            ..ping.clone()
+        }),
+        liveness_probe: Some(Probe {
+            initial_delay_seconds: Some(60),
+            period_seconds: Some(15),
+            failure_threshold: Some(10),
+            ..ping
+        }),
+        resources: spec.resources.clone(),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: "datadir".to_string(),
+                mount_path: "/var/lib/mysql".to_string(),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: "initconf".to_string(),
+                mount_path: INITCONF_DIR.to_string(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: "initconf".to_string(),
+                mount_path: "/etc/my.cnf".to_string(),
+                sub_path: Some(MY_CNF.to_string()),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: "rundir".to_string(),
+                mount_path: "/var/run/mysqld".to_string(),
+                ..VolumeMount::default()
+            },
+        ]),
+        ..Container::default()
+    };
+    let datadir = &spec.datadir_volume_claim_template;
+    StatefulSet {
+        metadata: child_meta(name, labels(name, Component::Database)),
+        spec: Some(StatefulSetSpec {
+            service_name: Some(instances_service(name)),
+            replicas: Some(spec.instances),
+            pod_management_policy: Some("Parallel".to_string()),
+            selector: selector(name, Component::Database),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(template_labels),
+                    annotations: Some(annotations),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(service_account_name(name)),
+                    termination_grace_period_seconds: Some(120),
+                    security_context: Some(PodSecurityContext {
+                        run_as_user: Some(MYSQL_UID),
+                        run_as_group: Some(MYSQL_UID),
+                        fs_group: Some(MYSQL_UID),
+                        ..PodSecurityContext::default()
+                    }),
+                    containers: vec![container],
+                    volumes: Some(vec![
+                        Volume {
+                            name: "initconf".to_string(),
+                            config_map: Some(ConfigMapVolumeSource {
+                                name: initconf_name(name),
+                                ..ConfigMapVolumeSource::default()
+                            }),
+                            ..Volume::default()
+                        },
+                        Volume {
+                            name: "rundir".to_string(),
+                            empty_dir: Some(EmptyDirVolumeSource::default()),
+                            ..Volume::default()
+                        },
+                    ]),
+                    ..PodSpec::default()
+                }),
+            },
+            volume_claim_templates: Some(vec![PersistentVolumeClaim {
+                metadata: ObjectMeta {
+                    name: Some("datadir".to_string()),
+                    labels: Some(labels(name, Component::Database)),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(PersistentVolumeClaimSpec {
+                    access_modes: Some(
+                        datadir
+                            .access_modes
+                            .iter()
+                            .map(|m| m.as_str().to_string())
+                            .collect(),
+                    ),
+                    storage_class_name: datadir.storage_class_name.clone(),
+                    resources: Some(VolumeResourceRequirements {
+                        requests: Some(BTreeMap::from([(
+                            "storage".to_string(),
+                            Quantity(datadir.storage.clone()),
+                        )])),
+                        ..VolumeResourceRequirements::default()
+                    }),
+                    ..PersistentVolumeClaimSpec::default()
+                }),
+                status: None,
+            }]),
+            ..StatefulSetSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// `<name>-router`: MySQL Router, bootstrapped against the instances with the user's
+/// credentials (referenced from the Secret).
+pub fn router_deployment(name: &str, spec: &InnoDBClusterSpec) -> Deployment {
+    let probe = Probe {
+        tcp_socket: Some(TCPSocketAction {
+            port: IntOrString::String("mysql-rw".to_string()),
+            ..TCPSocketAction::default()
+        }),
+        period_seconds: Some(10),
+        ..Probe::default()
+    };
+    Deployment {
+        metadata: child_meta(router_name(name), labels(name, Component::Router)),
+        spec: Some(DeploymentSpec {
+            replicas: Some(spec.router.instances),
+            selector: selector(name, Component::Router),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels(name, Component::Router)),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(service_account_name(name)),
+                    containers: vec![Container {
+                        name: "router".to_string(),
+                        image: Some(format!("{ROUTER_IMAGE}:{}", spec.version)),
+                        env: Some(vec![
+                            env("MYSQL_HOST", instances_service(name)),
+                            env("MYSQL_PORT", MYSQL_PORT.to_string()),
+                            secret_env("MYSQL_USER", &spec.secret_name, "rootUser"),
+                            secret_env("MYSQL_PASSWORD", &spec.secret_name, "rootPassword"),
+                        ]),
+                        ports: Some(vec![
+                            tcp_port("mysql-rw", ROUTER_RW_PORT),
+                            tcp_port("mysql-ro", ROUTER_RO_PORT),
+                            tcp_port("mysqlx-rw", ROUTER_X_RW_PORT),
+                            tcp_port("mysqlx-ro", ROUTER_X_RO_PORT),
+                            tcp_port("mysql-rw-split", ROUTER_RW_SPLIT_PORT),
+                            tcp_port("router-rest", ROUTER_REST_PORT),
+                        ]),
+                        readiness_probe: Some(probe.clone()),
+                        liveness_probe: Some(Probe {
+                            initial_delay_seconds: Some(30),
+                            ..probe
+                        }),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// `<name>-pdb`: voluntary disruptions (drains) take at most one server at a time, so the
+/// group keeps its majority.
+pub fn pdb(name: &str) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        metadata: child_meta(pdb_name(name), labels(name, Component::Database)),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(1)),
+            selector: Some(selector(name, Component::Database)),
+            ..PodDisruptionBudgetSpec::default()
+        }),
+        status: None,
+    }
+}
