@@ -1,0 +1,185 @@
+//! The MySQL plugin through `operator-host render`: golden output of both examples, status from observed children, rejections.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde::Deserialize;
+use serde_json::Value;
+use util::{example_plugin, repo_root, shared_cache_dir};
+
+const NOW: &str = "2026-01-01T00:00:00Z";
+
+fn operator_host(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_operator-host"))
+        .args(args)
+        .arg("--cache-dir")
+        .arg(shared_cache_dir())
+        .output()
+        .expect("the binary runs")
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn example(name: &str) -> PathBuf {
+    repo_root().join("examples").join(name)
+}
+
+/// The InnoDBCluster document of an example: the examples also hold the Secret, and
+/// `render` takes exactly one custom resource.
+fn cluster_document(example_name: &str) -> Value {
+    let text = std::fs::read_to_string(example(example_name)).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap())
+        .find(|d| d["kind"] == "InnoDBCluster")
+        .unwrap_or_else(|| panic!("{example_name} has no InnoDBCluster"))
+}
+
+/// Writes `document` to `cr.yaml` in `dir`.
+fn cr_file(dir: &tempfile::TempDir, document: &Value) -> PathBuf {
+    let path = dir.path().join("cr.yaml");
+    std::fs::write(&path, serde_yaml::to_string(document).unwrap()).unwrap();
+    path
+}
+
+/// Replaces `sha256:<hex>` (the plugin's content hash in the status message, which changes
+/// with every build) with a fixed marker. The pod template's config hash is bare hex and stays.
+fn mask_plugin_hash(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(index) = rest.find("sha256:") {
+        out.push_str(&rest[..index + 7]);
+        out.push_str("<hash>");
+        rest = rest[index + 7..].trim_start_matches(|c: char| c.is_ascii_hexdigit());
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Renders the example's InnoDBCluster and compares with `host/tests/golden/<golden>`;
+/// `UPDATE_GOLDEN=1` accepts a deliberate change.
+fn assert_golden(example_name: &str, golden: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let cr = cr_file(&dir, &cluster_document(example_name));
+    let output = operator_host(&[
+        "render",
+        path_str(&example_plugin("mysql")),
+        path_str(&cr),
+        "--now",
+        NOW,
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let rendered = mask_plugin_hash(&String::from_utf8_lossy(&output.stdout));
+    let golden_path = repo_root().join("host/tests/golden").join(golden);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden_path, &rendered).unwrap();
+    }
+    let expected = std::fs::read_to_string(&golden_path).unwrap();
+    assert_eq!(
+        rendered, expected,
+        "set UPDATE_GOLDEN=1 to accept a deliberate change"
+    );
+}
+
+fn render_json(cr: &Path, observed: Option<&Path>) -> Output {
+    let mut args = vec![
+        "render".to_string(),
+        path_str(&example_plugin("mysql")).to_string(),
+        path_str(cr).to_string(),
+        "-o".to_string(),
+        "json".to_string(),
+    ];
+    if let Some(observed) = observed {
+        args.extend(["--observed".to_string(), path_str(observed).to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    operator_host(&args)
+}
+
+#[test]
+fn render_of_the_one_instance_example_matches_the_golden_file() {
+    assert_golden("mysql.yaml", "mysql.yaml");
+}
+
+#[test]
+fn render_of_the_three_instance_example_matches_the_golden_file() {
+    assert_golden("mysql-3.yaml", "mysql-3.yaml");
+}
+
+#[test]
+fn the_example_file_itself_is_refused_because_it_also_holds_the_secret() {
+    let output = operator_host(&[
+        "render",
+        path_str(&example_plugin("mysql")),
+        path_str(&example("mysql.yaml")),
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("2 documents"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn render_with_an_observed_ready_statefulset_reports_online() {
+    let dir = tempfile::tempdir().unwrap();
+    let cr = cr_file(&dir, &cluster_document("mysql-3.yaml"));
+    let observed = dir.path().join("observed.yaml");
+    std::fs::write(
+        &observed,
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: mycluster-3, generation: 1}\n\
+         spec: {replicas: 3, selector: {}, template: {}, serviceName: x}\n\
+         status: {replicas: 3, readyReplicas: 3, observedGeneration: 1}\n\
+         ---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: mycluster-3-router}\n\
+         spec: {replicas: 2, selector: {}, template: {}}\nstatus: {readyReplicas: 2}\n",
+    )
+    .unwrap();
+    let output = render_json(&cr, Some(&observed));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let plan: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(plan["status"]["cluster"]["status"], "ONLINE");
+    assert_eq!(plan["status"]["cluster"]["onlineInstances"], 3);
+    assert_eq!(plan["status"]["router"]["readyInstances"], 2);
+    let conditions = plan["status"]["conditions"].as_array().unwrap();
+    for type_ in ["Ready", "RouterReady", "Reconciled"] {
+        let condition = conditions.iter().find(|c| c["type"] == type_).unwrap();
+        assert_eq!(condition["status"], "True", "{condition}");
+    }
+}
+
+#[test]
+fn a_mycnf_without_a_mysqld_section_exits_with_the_rejected_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut document = cluster_document("mysql.yaml");
+    document["spec"]["mycnf"] = "max_connections=10\n".into();
+    let output = render_json(&cr_file(&dir, &document), None);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("spec.mycnf"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(stderr(&output).contains("[mysqld]"), "{}", stderr(&output));
+}
+
+#[test]
+fn a_name_longer_than_40_characters_exits_with_the_rejected_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut document = cluster_document("mysql.yaml");
+    document["metadata"]["name"] = "a".repeat(41).into();
+    let output = render_json(&cr_file(&dir, &document), None);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("metadata.name: must be at most 40 characters"),
+        "{}",
+        stderr(&output)
+    );
+}
