@@ -5,11 +5,15 @@
 //! - [`plan`]: the one pure function from plugin output to what the host will do.
 //! - [`render`]: offline rendering of a CR through a plugin, using [`plan`].
 //! - [`controller`]: the run loop against the API server (watch, apply, prune, status).
+//! - [`registry`]: which version each plugin file serves; hot reload decisions.
+//! - [`watch`]: the debounced watcher of the plugin directory.
 //! - [`metrics`]: Prometheus metrics and health endpoints.
 
 pub mod controller;
 pub mod metrics;
 pub mod plan;
 pub mod plugin;
+pub mod registry;
 pub mod render;
 pub mod runtime;
+pub mod watch;

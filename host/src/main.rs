@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use operator_host::controller::{self, RunConfig};
+use operator_host::controller::{self, ControllerConfig, RunConfig};
 use operator_host::plan::PlanError;
 use operator_host::plugin::Plugin;
 use operator_host::render;
@@ -54,17 +54,19 @@ struct RuntimeArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run every plugin in a directory as a controller against the cluster.
+    /// Run every plugin in a directory as a controller against the cluster; plugin files
+    /// added, replaced or removed while it runs take effect without a restart.
     Run {
-        /// Directory of plugin components (*.wasm).
+        /// Directory of plugin components (*.wasm), watched for changes.
         #[arg(long, default_value = "target/plugins")]
         plugins: PathBuf,
         /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster config).
         #[arg(long, env = "KUBECONFIG")]
         kubeconfig: Option<PathBuf>,
-        /// Only watch and reconcile parents in this namespace (default: all namespaces).
-        #[arg(long)]
-        namespace: Option<String>,
+        /// Only watch and reconcile parents in this namespace; repeat for several
+        /// (default: all namespaces).
+        #[arg(long = "namespace", value_name = "NAMESPACE")]
+        namespaces: Vec<String>,
         /// Apply each plugin's CRD and wait until it is Established before starting it.
         #[arg(long)]
         install_crds: bool,
@@ -74,7 +76,7 @@ enum Command {
         /// Reconcile every parent at least this often, in seconds.
         #[arg(long, default_value_t = 300)]
         resync_secs: u64,
-        /// Most reconciles running at once per plugin.
+        /// Most reconciles running at once per plugin and namespace.
         #[arg(long, default_value_t = 32)]
         concurrency: u16,
     },
@@ -161,7 +163,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run {
             plugins,
             kubeconfig,
-            namespace,
+            namespaces,
             install_crds,
             metrics_addr,
             resync_secs,
@@ -169,11 +171,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let config = RunConfig {
                 plugins_dir: plugins,
-                namespace,
                 install_crds,
                 metrics_addr: Some(metrics_addr),
-                resync: Duration::from_secs(resync_secs),
-                concurrency,
+                controllers: ControllerConfig {
+                    namespaces,
+                    resync: Duration::from_secs(resync_secs),
+                    concurrency,
+                },
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

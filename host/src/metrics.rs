@@ -48,6 +48,15 @@ pub struct VersionLabels {
     pub plugin: String,
     pub version: String,
     pub sha256: String,
+    /// `baseline` (Winch, while Cranelift compiles) or `optimized`.
+    pub tier: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    pub plugin: String,
+    /// `added`, `replaced`, `removed` or `rejected`.
+    pub result: String,
 }
 
 /// Every metric the host exports.
@@ -67,6 +76,8 @@ pub struct Metrics {
     pub in_flight: Family<PluginLabels, Gauge>,
     /// 1 for the version of each plugin that is live.
     pub plugin_info: Family<VersionLabels, Gauge>,
+    /// Changes of the plugin directory by plugin and result.
+    pub reloads: Family<ReloadLabels, Counter>,
     ready: AtomicBool,
 }
 
@@ -96,6 +107,7 @@ impl Metrics {
         let prunes = Family::<KindLabels, Counter>::default();
         let in_flight = Family::<PluginLabels, Gauge>::default();
         let plugin_info = Family::<VersionLabels, Gauge>::default();
+        let reloads = Family::<ReloadLabels, Counter>::default();
         registry.register(
             "reconciles",
             "Reconciles by plugin and result",
@@ -123,6 +135,11 @@ impl Metrics {
             "The live version of each plugin",
             plugin_info.clone(),
         );
+        registry.register(
+            "plugin_reloads",
+            "Plugin files loaded, replaced, removed or rejected",
+            reloads.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -132,8 +149,15 @@ impl Metrics {
             prunes,
             in_flight,
             plugin_info,
+            reloads,
             ready: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the host is ready: the plugins present at start are loaded and their
+    /// controllers started.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
     }
 
     /// Marks the host ready (every controller started and its caches synced).
@@ -181,7 +205,7 @@ async fn metrics(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
 }
 
 async fn readyz(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
-    if metrics.ready.load(Ordering::SeqCst) {
+    if metrics.is_ready() {
         (StatusCode::OK, "ready")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "starting")

@@ -185,23 +185,20 @@ async fn controller_process(side: Side, namespace: String, args: Args) -> anyhow
                     ..Default::default()
                 })?;
             let plugin = operator_host::plugin::Plugin::load(&runtime, &args.plugin)?;
-            let config = operator_host::controller::RunConfig {
-                plugins_dir: args.plugin.parent().unwrap_or(Path::new(".")).to_path_buf(),
-                namespace: Some(namespace),
-                install_crds: false,
-                metrics_addr: None,
+            let config = operator_host::controller::ControllerConfig {
+                namespaces: vec![namespace],
                 resync: Duration::from_secs(300),
                 concurrency: args.concurrency,
             };
-            announce_ready();
-            operator_host::controller::run_plugin(
-                client,
-                plugin,
+            let controller = operator_host::controller::PluginController::start(
+                &client,
+                Arc::new(plugin),
                 &config,
-                Arc::new(operator_host::metrics::Metrics::new()),
-                shutdown,
-            )
-            .await;
+                &Arc::new(operator_host::metrics::Metrics::new()),
+            );
+            announce_ready();
+            shutdown.await;
+            controller.stop().await;
         }
         Side::Native => {
             announce_ready();

@@ -1,12 +1,11 @@
-//! Runs the operator host in-process for a test: one plugin, confined to the test's namespace.
+//! Runs the operator host in-process for a test, confined to the test's namespaces.
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use operator_host::controller::{self, RunConfig};
+use operator_host::controller::{self, ControllerConfig, RunConfig};
 use operator_host::metrics::Metrics;
-use operator_host::plugin::Plugin;
 use operator_host::runtime::{Runtime, RuntimeConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -41,17 +40,38 @@ pub fn runtime() -> Arc<Runtime> {
         .clone()
 }
 
-/// A running controller for one plugin; stopped (gracefully) by [`Host::stop`].
+/// The host's run loop (`operator-host run`) over a plugin directory, confined to the given
+/// namespaces; stopped (gracefully) by [`Host::stop`].
 pub struct Host {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
     pub metrics: Arc<Metrics>,
+    /// The plugin directory when the host made it (see [`Host::start`]).
+    _plugins_dir: Option<tempfile::TempDir>,
 }
 
 impl Host {
-    /// Installs the plugin's CRD and starts its controller for `namespace` only, so tests in
-    /// other namespaces (and other test binaries) never see each other's objects.
+    /// Serves one plugin in `namespace` only, so tests in other namespaces (and other test
+    /// binaries) never see each other's objects. The plugin is copied into a directory of
+    /// its own; panics if it is not served.
     pub async fn start(plugin: PathBuf, namespace: &str) -> Host {
+        let dir = tempfile::tempdir().expect("a temporary plugin directory");
+        let name = plugin.file_name().expect("the plugin path names a file");
+        std::fs::copy(&plugin, dir.path().join(name)).expect("the plugin is copied");
+        let mut host = Host::start_dir(dir.path().to_path_buf(), &[namespace]).await;
+        host._plugins_dir = Some(dir);
+        let served = host.metrics.encode();
+        assert!(
+            served.contains("operator_host_plugin{"),
+            "{} was not loaded (see the log above); metrics:\n{served}",
+            plugin.display()
+        );
+        host
+    }
+
+    /// Runs the host over `plugins_dir` (installing CRDs) in `namespaces`; returns once the
+    /// plugins present at start are served.
+    pub async fn start_dir(plugins_dir: PathBuf, namespaces: &[&str]) -> Host {
         // The host's logs appear in the output of a failing test (RUST_LOG to change the filter).
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -61,17 +81,15 @@ impl Host {
             .with_test_writer()
             .try_init();
         let client = crate::devcluster::client().await;
-        let plugin = Plugin::load(&runtime(), &plugin).expect("the plugin loads");
-        controller::install_crd(&client, &plugin)
-            .await
-            .expect("the plugin's CRD installs");
         let config = RunConfig {
-            plugins_dir: plugin.path.clone(),
-            namespace: Some(namespace.to_string()),
-            install_crds: false,
+            plugins_dir,
+            install_crds: true,
             metrics_addr: None,
-            resync: Duration::from_secs(300),
-            concurrency: 16,
+            controllers: ControllerConfig {
+                namespaces: namespaces.iter().map(|ns| ns.to_string()).collect(),
+                resync: Duration::from_secs(300),
+                concurrency: 16,
+            },
         };
         let metrics = Arc::new(Metrics::new());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -80,12 +98,19 @@ impl Host {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            controller::run_plugin(client, plugin, &config, task_metrics, shutdown).await;
+            controller::run_with_metrics(client, runtime(), config, task_metrics, shutdown)
+                .await
+                .expect("the host runs");
         });
+        while !metrics.is_ready() {
+            assert!(!task.is_finished(), "the host stopped while starting");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         Host {
             stop: Some(stop),
             task,
             metrics,
+            _plugins_dir: None,
         }
     }
 
@@ -99,12 +124,32 @@ impl Host {
 
     /// The count of reconciles that ended with `result` (`success` or a reason).
     pub fn reconciles(&self, result: &str) -> u64 {
-        let text = self.metrics.encode();
-        text.lines()
-            .filter(|l| {
-                l.starts_with("operator_host_reconciles_total")
-                    && l.contains(&format!("result=\"{result}\""))
-            })
+        self.counter("operator_host_reconciles_total", |labels| {
+            labels.contains(&format!("result=\"{result}\""))
+        })
+    }
+
+    /// The count of reconciles that did not succeed.
+    pub fn reconciles_failed(&self) -> u64 {
+        self.counter("operator_host_reconciles_total", |labels| {
+            !labels.contains("result=\"success\"")
+        })
+    }
+
+    /// The count of plugin file changes that ended with `result` (`added`, `replaced`,
+    /// `removed`, `rejected`).
+    pub fn reloads(&self, result: &str) -> u64 {
+        self.counter("operator_host_plugin_reloads_total", |labels| {
+            labels.contains(&format!("result=\"{result}\""))
+        })
+    }
+
+    /// The sum of the counter `name` over the label sets `labels` accepts.
+    fn counter(&self, name: &str, labels: impl Fn(&str) -> bool) -> u64 {
+        self.metrics
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with(name) && labels(l))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
     }

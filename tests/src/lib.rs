@@ -1,3 +1,4 @@
 //! Integration-test support: the shared local control plane and per-test namespaces.
 pub mod devcluster;
 pub mod host;
+pub mod memcached;

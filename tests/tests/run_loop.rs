@@ -10,19 +10,10 @@ use kube::api::{
 use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, kubectl, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
+use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-fn memcached_resource() -> ApiResource {
-    ApiResource {
-        group: "cache.example.com".into(),
-        version: "v1alpha1".into(),
-        api_version: "cache.example.com/v1alpha1".into(),
-        kind: "Memcached".into(),
-        plural: "memcacheds".into(),
-    }
-}
 
 fn attack_resource() -> ApiResource {
     ApiResource {
@@ -39,22 +30,6 @@ async fn memcached_host(test: &str) -> (TestNamespace, Host, Api<DynamicObject>)
     let host = Host::start(plugin_path("plugins", "memcached"), ns.name()).await;
     let api = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
     (ns, host, api)
-}
-
-async fn create(
-    api: &Api<DynamicObject>,
-    resource: &ApiResource,
-    name: &str,
-    spec: Value,
-) -> DynamicObject {
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": resource.api_version,
-        "kind": resource.kind,
-        "metadata": {"name": name},
-        "spec": spec,
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &object).await.unwrap()
 }
 
 async fn patch_spec(api: &Api<DynamicObject>, name: &str, spec: Value) {
@@ -98,13 +73,6 @@ async fn deployment_replicas(deployments: &Api<Deployment>, name: &str) -> Optio
         .flatten()?
         .spec?
         .replicas
-}
-
-fn reconciled_condition(cr: &DynamicObject) -> Value {
-    cr.data["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "Reconciled").cloned())
-        .unwrap_or(Value::Null)
 }
 
 #[tokio::test]

@@ -1,19 +1,26 @@
-//! The run loop: one kube-runtime controller per plugin, sharing one client, runtime and metrics.
+//! The run loop: kube-runtime controllers for every plugin, kept in step with the plugin
+//! directory, sharing one client, runtime and metrics.
 //!
-//! Each controller watches its plugin's parent kind, and each declared child kind through a
+//! Each plugin gets one controller per configured namespace (or one for the whole cluster).
+//! A controller watches its plugin's parent kind, and each declared child kind through a
 //! reflector restricted (by label selector) to objects this host manages for that plugin.
 //! The reflector caches are what a reconcile presents to the plugin as "observed"; their
 //! watch events also re-trigger the owning parent, which is how status follows the
 //! children's current state.
+//!
+//! The [`Supervisor`] follows the [`Registry`]: a new plugin file starts its controllers, new
+//! content is swapped in under the running controllers (or restarts them when the watched
+//! kinds changed), and a removed file stops them without touching what they manage.
 
 mod reconcile;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -25,10 +32,12 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Semaphore;
 
-use crate::metrics::{Metrics, VersionLabels};
+use crate::metrics::Metrics;
 use crate::plan::{MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL};
 use crate::plugin::{KindRef, Plugin};
+use crate::registry::{Proposal, Registry};
 use crate::runtime::Runtime;
+use crate::watch;
 
 pub use reconcile::Error;
 
@@ -38,19 +47,8 @@ pub const FIELD_MANAGER: &str = "operator-host";
 /// Why the run loop could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("cannot read the plugin directory {}: {source}", dir.display())]
-    ReadPluginDir {
-        dir: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("no plugin in {} could be loaded", dir.display())]
-    NoPlugins { dir: PathBuf },
-    #[error("two plugins reconcile {kind}: {first} and {second}")]
-    DuplicateParent {
-        kind: String,
-        first: PathBuf,
-        second: PathBuf,
-    },
+    #[error(transparent)]
+    Watch(#[from] watch::Error),
     #[error("cannot install the CRD {name} of plugin {plugin}: {source}")]
     InstallCrd {
         plugin: String,
@@ -71,71 +69,37 @@ pub enum RunError {
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     pub plugins_dir: PathBuf,
-    pub namespace: Option<String>,
     pub install_crds: bool,
     pub metrics_addr: Option<SocketAddr>,
+    pub controllers: ControllerConfig,
+}
+
+/// How each plugin's controllers run.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// The namespaces to reconcile in; empty means all.
+    pub namespaces: Vec<String>,
     /// Reconcile every parent at least this often.
     pub resync: Duration,
-    /// Most reconciles running at once, per plugin.
+    /// Most reconciles running at once, per plugin and namespace.
     pub concurrency: u16,
 }
 
-/// Everything a reconcile of one plugin needs; shared by its controller's tasks.
+/// Everything a reconcile of one plugin in one namespace (or all) needs; shared by its
+/// controller's tasks.
 pub struct PluginContext {
-    pub plugin: Arc<Plugin>,
+    /// The live version; a reload swaps it, and each reconcile uses the one it started with.
+    pub plugin: Arc<ArcSwap<Plugin>>,
     pub client: Client,
-    pub namespace: Option<String>,
     pub child_stores: Vec<(KindRef, reflector::Store<DynamicObject>)>,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     pub resync: Duration,
-    /// Bounds concurrent sandboxed calls of this plugin (its share of the CPU).
-    pub call_slots: Semaphore,
+    /// Bounds concurrent sandboxed calls of this plugin across its namespaces (its share of
+    /// the CPU).
+    pub call_slots: Arc<Semaphore>,
     /// Consecutive failures per parent, for exponential backoff.
     pub failures: std::sync::Mutex<HashMap<String, u32>>,
-}
-
-/// Loads every `*.wasm` in `dir`; a plugin that fails to load is reported and skipped.
-pub fn load_plugins(runtime: &Arc<Runtime>, dir: &Path) -> Result<Vec<Plugin>, RunError> {
-    let entries = std::fs::read_dir(dir).map_err(|source| RunError::ReadPluginDir {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
-        .collect();
-    paths.sort();
-    let mut plugins: Vec<Plugin> = Vec::new();
-    for path in paths {
-        match Plugin::load(runtime, &path) {
-            Ok(plugin) => {
-                if let Some(other) = plugins.iter().find(|p| p.decl.parent == plugin.decl.parent) {
-                    return Err(RunError::DuplicateParent {
-                        kind: plugin.decl.parent.to_string(),
-                        first: other.path.clone(),
-                        second: path,
-                    });
-                }
-                tracing::info!(
-                    plugin = %plugin.decl.name,
-                    version = %plugin.decl.version,
-                    sha256 = %plugin.decl.content_hash,
-                    parent = %plugin.decl.parent,
-                    cache = ?plugin.compiled.cache_outcome(),
-                    "loaded plugin"
-                );
-                plugins.push(plugin);
-            }
-            Err(error) => tracing::error!(path = %path.display(), %error, "plugin not loaded"),
-        }
-    }
-    if plugins.is_empty() {
-        return Err(RunError::NoPlugins {
-            dir: dir.to_path_buf(),
-        });
-    }
-    Ok(plugins)
 }
 
 /// Applies the plugin's CRD and waits until the API server serves it.
@@ -187,33 +151,138 @@ fn api_for(client: &Client, kind: &KindRef, namespace: Option<&str>) -> Api<Dyna
     }
 }
 
-/// Runs the controller of one plugin until `shutdown` resolves; in-flight reconciles finish.
-pub async fn run_plugin(
-    client: Client,
-    plugin: Plugin,
-    config: &RunConfig,
-    metrics: Arc<Metrics>,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+/// The controllers of one plugin (one per configured namespace, or one for all), serving
+/// whichever version of the plugin is current.
+pub struct PluginController {
+    current: Arc<ArcSwap<Plugin>>,
+    stop: tokio::sync::watch::Sender<bool>,
+    reconcile_all: Vec<futures::channel::mpsc::UnboundedSender<()>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for PluginController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginController")
+            .field("plugin", &self.current.load().decl.name)
+            .field("controllers", &self.tasks.len())
+            .finish()
+    }
+}
+
+impl PluginController {
+    /// Starts the controllers of `plugin`.
+    pub fn start(
+        client: &Client,
+        plugin: Arc<Plugin>,
+        config: &ControllerConfig,
+        metrics: &Arc<Metrics>,
+    ) -> Self {
+        let current = Arc::new(ArcSwap::new(plugin));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let call_slots = Arc::new(Semaphore::new(
+            std::thread::available_parallelism().map_or(2, |n| n.get() * 2),
+        ));
+        let scopes: Vec<Option<String>> = if config.namespaces.is_empty() {
+            vec![None]
+        } else {
+            config.namespaces.iter().cloned().map(Some).collect()
+        };
+        let mut reconcile_all = Vec::new();
+        let mut tasks = Vec::new();
+        for namespace in scopes {
+            let (trigger, triggered) = futures::channel::mpsc::unbounded();
+            let mut stopped = stopped.clone();
+            let shutdown = async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            };
+            let plugin = current.load_full();
+            let (controller, child_stores) =
+                build_controller(client, &plugin, namespace.as_deref(), config.concurrency);
+            let context = Arc::new(PluginContext {
+                plugin: current.clone(),
+                client: client.clone(),
+                child_stores,
+                recorder: Recorder::new(
+                    client.clone(),
+                    Reporter {
+                        controller: FIELD_MANAGER.into(),
+                        instance: std::env::var("POD_NAME").ok(),
+                    },
+                ),
+                metrics: metrics.clone(),
+                resync: config.resync,
+                call_slots: call_slots.clone(),
+                failures: Default::default(),
+            });
+            let scope = namespace.unwrap_or_else(|| "all namespaces".into());
+            tracing::info!(plugin = %plugin.decl.name, parent = %plugin.decl.parent, children = plugin.decl.children.len(), %scope, "controller starting");
+            tasks.push(tokio::spawn(async move {
+                controller
+                    .reconcile_all_on(triggered)
+                    .graceful_shutdown_on(shutdown)
+                    .run(reconcile::reconcile, reconcile::error_policy, context)
+                    .for_each(|result| async move {
+                        if let Err(error) = result {
+                            tracing::debug!(error = %error, "reconcile failed");
+                        }
+                    })
+                    .await;
+                tracing::info!(plugin = %plugin.decl.name, %scope, "controller stopped");
+            }));
+            reconcile_all.push(trigger);
+        }
+        PluginController {
+            current,
+            stop,
+            reconcile_all,
+            tasks,
+        }
+    }
+
+    /// The version being served.
+    pub fn current(&self) -> Arc<Plugin> {
+        self.current.load_full()
+    }
+
+    /// Serves `plugin` from now on: reconciles already running finish on the version they
+    /// started with. With `reconcile_all`, every parent is reconciled again by the new
+    /// version (a new build); without, the code changed but not the logic (a tier-up).
+    pub fn swap(&self, plugin: Arc<Plugin>, reconcile_all: bool) {
+        self.current.store(plugin);
+        if reconcile_all {
+            for trigger in &self.reconcile_all {
+                let _ = trigger.unbounded_send(());
+            }
+        }
+    }
+
+    /// Stops taking new work and waits for the reconciles in flight.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// A controller of `plugin`'s parent kind in `namespace` (or all), fed by the watches of
+/// its children (only those the host manages for this plugin), and the caches of those.
+fn build_controller(
+    client: &Client,
+    plugin: &Plugin,
+    namespace: Option<&str>,
+    concurrency: u16,
+) -> (
+    Controller<DynamicObject>,
+    Vec<(KindRef, reflector::Store<DynamicObject>)>,
 ) {
-    let plugin = Arc::new(plugin);
     let decl = &plugin.decl;
-    metrics
-        .plugin_info
-        .get_or_create(&VersionLabels {
-            plugin: decl.name.clone(),
-            version: decl.version.clone(),
-            sha256: decl.content_hash.clone(),
-        })
-        .set(1);
-    let namespace = config.namespace.as_deref();
-    let parent_api = api_for(&client, &decl.parent, namespace);
     let mut controller = Controller::new_with(
-        parent_api,
+        api_for(client, &decl.parent, namespace),
         watcher::Config::default(),
         decl.parent.api_resource(),
     )
-    .with_config(controller::Config::default().concurrency(config.concurrency));
-
+    .with_config(controller::Config::default().concurrency(concurrency));
     let selector = managed_children_selector(&decl.name);
     let mut child_stores = Vec::new();
     for kind in &decl.children {
@@ -222,7 +291,7 @@ pub async fn run_plugin(
         let stream = reflector::reflector(
             writer,
             watcher(
-                api_for(&client, kind, namespace),
+                api_for(client, kind, namespace),
                 watcher::Config::default().labels(&selector),
             ),
         )
@@ -231,75 +300,153 @@ pub async fn run_plugin(
         controller = controller.owns_stream_with(stream, kind.api_resource());
         child_stores.push((kind.clone(), store));
     }
-
-    let context = Arc::new(PluginContext {
-        plugin: plugin.clone(),
-        client: client.clone(),
-        namespace: config.namespace.clone(),
-        child_stores,
-        recorder: Recorder::new(
-            client,
-            Reporter {
-                controller: FIELD_MANAGER.into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        ),
-        metrics,
-        resync: config.resync,
-        call_slots: Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get() * 2)),
-        failures: Default::default(),
-    });
-    tracing::info!(plugin = %decl.name, parent = %decl.parent, children = decl.children.len(), "controller starting");
-    controller
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile::reconcile, reconcile::error_policy, context)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(error = %error, "reconcile failed");
-            }
-        })
-        .await;
-    tracing::info!(plugin = %plugin.decl.name, "controller stopped");
+    (controller, child_stores)
 }
 
-/// Runs every plugin in `config.plugins_dir` until SIGTERM or SIGINT.
+/// The controllers of every served plugin file, kept in step with the registry.
+struct Supervisor {
+    client: Client,
+    config: RunConfig,
+    metrics: Arc<Metrics>,
+    controllers: HashMap<PathBuf, PluginController>,
+}
+
+impl Supervisor {
+    /// Scans the plugin directory and carries out what changed.
+    async fn sync(&mut self, registry: &mut Registry) {
+        match registry.scan() {
+            Ok(proposals) => {
+                for proposal in proposals {
+                    match self.carry_out(&proposal).await {
+                        Ok(()) => registry.commit(&proposal),
+                        Err(error) => registry.reject(&proposal, &error),
+                    }
+                }
+            }
+            Err(error) => tracing::error!(%error, "cannot rescan the plugin directory"),
+        }
+    }
+
+    async fn carry_out(&mut self, proposal: &Proposal) -> Result<(), RunError> {
+        let path = proposal.path().to_path_buf();
+        match proposal {
+            Proposal::Add { plugin } => {
+                self.install_crd(plugin).await?;
+                self.start(path, plugin.clone());
+            }
+            Proposal::Replace { new, .. } => {
+                self.install_crd(new).await?;
+                match self.controllers.get(&path) {
+                    Some(controller) if !proposal.needs_restart() => {
+                        controller.swap(new.clone(), true);
+                    }
+                    _ => {
+                        if let Some(old) = self.controllers.remove(&path) {
+                            old.stop().await;
+                        }
+                        self.start(path, new.clone());
+                    }
+                }
+            }
+            Proposal::Remove { .. } => {
+                if let Some(old) = self.controllers.remove(&path) {
+                    old.stop().await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn install_crd(&self, plugin: &Plugin) -> Result<(), RunError> {
+        if self.config.install_crds {
+            install_crd(&self.client, plugin).await?;
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, path: PathBuf, plugin: Arc<Plugin>) {
+        let controller = PluginController::start(
+            &self.client,
+            plugin,
+            &self.config.controllers,
+            &self.metrics,
+        );
+        self.controllers.insert(path, controller);
+    }
+
+    /// Swaps in the optimized build of a plugin (same content, so no re-reconcile).
+    fn tier_up(&self, plugin: Arc<Plugin>) {
+        if let Some(controller) = self.controllers.get(&plugin.path) {
+            controller.swap(plugin, false);
+        }
+    }
+
+    async fn stop_all(self) {
+        futures::future::join_all(self.controllers.into_values().map(PluginController::stop))
+            .await;
+    }
+}
+
+/// Serves every plugin in `config.plugins_dir`, following changes to the directory, until
+/// SIGTERM or SIGINT.
 pub async fn run(client: Client, runtime: Arc<Runtime>, config: RunConfig) -> Result<(), RunError> {
+    run_until(client, runtime, config, shutdown_signal()).await
+}
+
+/// [`run`] until `shutdown` resolves.
+pub async fn run_until(
+    client: Client,
+    runtime: Arc<Runtime>,
+    config: RunConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), RunError> {
     let metrics = Arc::new(Metrics::new());
     if let Some(addr) = config.metrics_addr {
         let bound = metrics.clone().serve(addr).await?;
         tracing::info!(%bound, "serving /metrics, /healthz and /readyz");
     }
-    let plugins = load_plugins(&runtime, &config.plugins_dir)?;
-    let mut startable = Vec::new();
-    for plugin in plugins {
-        if config.install_crds
-            && let Err(error) = install_crd(&client, &plugin).await
-        {
-            tracing::error!(%error, "plugin not started");
-            continue;
-        }
-        startable.push(plugin);
-    }
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut tasks = Vec::new();
-    for plugin in startable {
-        let mut stop = stop_rx.clone();
-        let shutdown = async move {
-            let _ = stop.wait_for(|stopped| *stopped).await;
-        };
-        let (client, config, metrics) = (client.clone(), config.clone(), metrics.clone());
-        tasks.push(tokio::spawn(async move {
-            run_plugin(client, plugin, &config, metrics, shutdown).await;
-        }));
+    run_with_metrics(client, runtime, config, metrics, shutdown).await
+}
+
+/// [`run_until`] with the caller's metrics (tests read them).
+pub async fn run_with_metrics(
+    client: Client,
+    runtime: Arc<Runtime>,
+    config: RunConfig,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), RunError> {
+    let dir = config.plugins_dir.clone();
+    // Watch before the first scan, so a change made during it is not missed.
+    let (_watcher, mut dir_changed) = watch::watch_dir(&dir, watch::DEFAULT_DEBOUNCE)?;
+    let (tier_ups, mut tiered_up) = tokio::sync::mpsc::unbounded_channel();
+    let mut registry = Registry::new(runtime, &dir, metrics.clone(), tier_ups);
+    let mut supervisor = Supervisor {
+        client,
+        config,
+        metrics: metrics.clone(),
+        controllers: HashMap::new(),
+    };
+    supervisor.sync(&mut registry).await;
+    if supervisor.controllers.is_empty() {
+        tracing::warn!(dir = %dir.display(), "no plugin is being served yet; watching the directory for plugins");
     }
     metrics.set_ready(true);
-    shutdown_signal().await;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            Some(()) = dir_changed.recv() => supervisor.sync(&mut registry).await,
+            Some(tier_up) = tiered_up.recv() => {
+                if let Some(optimized) = registry.finish_tier_up(tier_up) {
+                    supervisor.tier_up(optimized);
+                }
+            }
+        }
+    }
     tracing::info!("shutting down: no new reconciles; waiting for those in flight");
     metrics.set_ready(false);
-    let _ = stop_tx.send(true);
-    for task in tasks {
-        let _ = task.await;
-    }
+    supervisor.stop_all().await;
     Ok(())
 }
 

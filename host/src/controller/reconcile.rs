@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::{FIELD_MANAGER, PluginContext, api_for};
 use crate::metrics::{KindLabels, PluginLabels, ResultLabels};
 use crate::plan::{self, Plan, PlanError};
+use crate::plugin::Plugin;
 
 /// The finalizer the host puts on parents of plugins that declare `needs-finalize`.
 pub const FINALIZER: &str = "operator-host.dev/finalize";
@@ -99,13 +100,15 @@ pub async fn reconcile(
     parent: Arc<DynamicObject>,
     ctx: Arc<PluginContext>,
 ) -> Result<Action, Error> {
+    // The version live now serves this whole reconcile, even if a reload swaps it meanwhile.
+    let plugin = ctx.plugin.load_full();
     let labels = PluginLabels {
-        plugin: ctx.plugin.decl.name.clone(),
+        plugin: plugin.decl.name.clone(),
     };
     let started = Instant::now();
     let gauge = ctx.metrics.in_flight.get_or_create(&labels).clone();
     gauge.inc();
-    let result = reconcile_parent(&parent, &ctx).await;
+    let result = reconcile_parent(&parent, &ctx, &plugin).await;
     gauge.dec();
     ctx.metrics
         .reconcile_duration
@@ -129,7 +132,7 @@ pub async fn reconcile(
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&parent_key(&parent));
         }
-        Err(error) => report_failure(&parent, &ctx, error).await,
+        Err(error) => report_failure(&parent, &ctx, &plugin, error).await,
     }
     result
 }
@@ -160,14 +163,18 @@ pub fn error_policy(parent: Arc<DynamicObject>, error: &Error, ctx: Arc<PluginCo
     Action::requeue(delay)
 }
 
-async fn reconcile_parent(parent: &DynamicObject, ctx: &PluginContext) -> Result<Action, Error> {
-    let decl = &ctx.plugin.decl;
+async fn reconcile_parent(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    plugin: &Arc<Plugin>,
+) -> Result<Action, Error> {
+    let decl = &plugin.decl;
     tracing::trace!(parent = %parent_key(parent), "reconcile starting");
     let api = api_for(&ctx.client, &decl.parent, parent.namespace().as_deref());
     let has_finalizer = parent.finalizers().iter().any(|f| f == FINALIZER);
     if parent.metadata.deletion_timestamp.is_some() {
         if has_finalizer {
-            return finalize(parent, ctx, &api).await;
+            return finalize(parent, ctx, plugin, &api).await;
         }
         return Ok(Action::await_change());
     }
@@ -187,9 +194,9 @@ async fn reconcile_parent(parent: &DynamicObject, ctx: &PluginContext) -> Result
     let observed = observed_children(parent, ctx);
     tracing::trace!(parent = %parent_key(parent), observed = observed.len(), "caches ready");
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
-    let plan = call_plan(ctx, parent_json.clone(), observed.clone()).await?;
-    let applied = apply_children(parent, ctx, &plan, &observed).await?;
-    prune_children(parent, ctx, &plan).await?;
+    let plan = call_plan(ctx, plugin, parent_json.clone(), observed.clone()).await?;
+    let applied = apply_children(parent, ctx, plugin, &plan, &observed).await?;
+    prune_children(parent, ctx, plugin, &plan).await?;
     write_status(parent, &api, &parent_json, plan.status.clone()).await?;
     if applied > 0 {
         tracing::debug!(parent = %parent_key(parent), applied, "reconciled");
@@ -240,6 +247,7 @@ fn observed_children(parent: &DynamicObject, ctx: &PluginContext) -> Vec<Value> 
 /// Runs the plan on a blocking thread, within the plugin's share of call slots.
 async fn call_plan(
     ctx: &PluginContext,
+    plugin: &Arc<Plugin>,
     parent: Value,
     observed: Vec<Value>,
 ) -> Result<Plan, Error> {
@@ -248,17 +256,17 @@ async fn call_plan(
         .acquire()
         .await
         .map_err(|e| Error::PluginTask(e.to_string()))?;
-    let plugin = ctx.plugin.clone();
     let started = Instant::now();
+    let call_plugin = plugin.clone();
     let plan = tokio::task::spawn_blocking(move || {
-        plan::plan(&plugin, &parent, &observed, &now_rfc3339())
+        plan::plan(&call_plugin, &parent, &observed, &now_rfc3339())
     })
     .await
     .map_err(|e| Error::PluginTask(e.to_string()))?;
     ctx.metrics
         .plugin_call_duration
         .get_or_create(&PluginLabels {
-            plugin: ctx.plugin.decl.name.clone(),
+            plugin: plugin.decl.name.clone(),
         })
         .observe(started.elapsed().as_secs_f64());
     Ok(plan?)
@@ -268,6 +276,7 @@ async fn call_plan(
 async fn apply_children(
     parent: &DynamicObject,
     ctx: &PluginContext,
+    plugin: &Plugin,
     plan: &Plan,
     observed: &[Value],
 ) -> Result<usize, Error> {
@@ -279,7 +288,7 @@ async fn apply_children(
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let Some(kind) = ctx.plugin.decl.children.iter().find(|k| k.matches(child)) else {
+        let Some(kind) = plugin.decl.children.iter().find(|k| k.matches(child)) else {
             continue; // the plan only contains declared kinds
         };
         let api = api_for(&ctx.client, kind, parent.namespace().as_deref());
@@ -319,7 +328,7 @@ async fn apply_children(
         ctx.metrics
             .applies
             .get_or_create(&KindLabels {
-                plugin: ctx.plugin.decl.name.clone(),
+                plugin: plugin.decl.name.clone(),
                 kind: kind_name.clone(),
             })
             .inc();
@@ -333,6 +342,7 @@ async fn apply_children(
         changed += 1;
         publish(
             ctx,
+            plugin,
             parent,
             EventType::Normal,
             reason,
@@ -354,6 +364,7 @@ fn is_controlled_by(child: &DynamicObject, parent: &DynamicObject) -> bool {
 async fn prune_children(
     parent: &DynamicObject,
     ctx: &PluginContext,
+    plugin: &Plugin,
     plan: &Plan,
 ) -> Result<(), Error> {
     for target in &plan.prune {
@@ -381,12 +392,12 @@ async fn prune_children(
         ctx.metrics
             .prunes
             .get_or_create(&KindLabels {
-                plugin: ctx.plugin.decl.name.clone(),
+                plugin: plugin.decl.name.clone(),
                 kind: target.kind.kind.clone(),
             })
             .inc();
         let message = format!("Pruned {} {}", target.kind.kind, target.name);
-        publish(ctx, parent, EventType::Normal, "Pruned", message).await;
+        publish(ctx, plugin, parent, EventType::Normal, "Pruned", message).await;
     }
     Ok(())
 }
@@ -418,8 +429,13 @@ async fn write_status(
 }
 
 /// Puts `Reconciled=False` on the parent and publishes a Warning event.
-async fn report_failure(parent: &DynamicObject, ctx: &PluginContext, error: &Error) {
-    tracing::warn!(plugin = %ctx.plugin.decl.name, parent = %parent_key(parent), reason = error.reason(), %error, "reconcile failed");
+async fn report_failure(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    plugin: &Plugin,
+    error: &Error,
+) {
+    tracing::warn!(plugin = %plugin.decl.name, parent = %parent_key(parent), reason = error.reason(), %error, "reconcile failed");
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
     let status = plan::failure_status(
         &parent_json,
@@ -430,7 +446,7 @@ async fn report_failure(parent: &DynamicObject, ctx: &PluginContext, error: &Err
     if parent.metadata.deletion_timestamp.is_none() {
         let api = api_for(
             &ctx.client,
-            &ctx.plugin.decl.parent,
+            &plugin.decl.parent,
             parent.namespace().as_deref(),
         );
         if let Err(e) = write_status(parent, &api, &parent_json, status).await {
@@ -439,6 +455,7 @@ async fn report_failure(parent: &DynamicObject, ctx: &PluginContext, error: &Err
     }
     publish(
         ctx,
+        plugin,
         parent,
         EventType::Warning,
         error.reason(),
@@ -449,12 +466,13 @@ async fn report_failure(parent: &DynamicObject, ctx: &PluginContext, error: &Err
 
 async fn publish(
     ctx: &PluginContext,
+    plugin: &Plugin,
     parent: &DynamicObject,
     type_: EventType,
     reason: &str,
     note: String,
 ) {
-    let reference = parent.object_ref(&ctx.plugin.decl.parent.api_resource());
+    let reference = parent.object_ref(&plugin.decl.parent.api_resource());
     let event = Event {
         type_,
         reason: reason.to_string(),
@@ -500,11 +518,12 @@ async fn json_patch_parent(
 async fn finalize(
     parent: &DynamicObject,
     ctx: &PluginContext,
+    plugin: &Arc<Plugin>,
     api: &Api<DynamicObject>,
 ) -> Result<Action, Error> {
     let observed = observed_children(parent, ctx);
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
-    let plugin = ctx.plugin.clone();
+    let plugin = plugin.clone();
     let request = crate::runtime::ReconcileRequest {
         parent: parent_json.to_string(),
         observed: observed.iter().map(Value::to_string).collect(),

@@ -52,28 +52,53 @@ impl CompileCache {
         bytes: &[u8],
         content_hash: &str,
     ) -> Result<(Component, CacheOutcome), Error> {
-        let artifact = self.artifact_path(engine, content_hash);
-        if let Some(path) = artifact.as_deref().filter(|p| p.exists()) {
-            match deserialize(engine, path) {
-                Ok(component) => return Ok((component, CacheOutcome::Hit)),
-                // A stale or truncated artifact is not fatal: recompile and overwrite it.
-                Err(error) => tracing::warn!(
+        if let Some(component) = self.lookup(engine, content_hash) {
+            return Ok((component, CacheOutcome::Hit));
+        }
+        Ok((
+            self.compile(engine, source, bytes, content_hash)?,
+            CacheOutcome::Miss,
+        ))
+    }
+
+    /// The cached artifact of `content_hash` for `engine`, if there is a usable one.
+    pub fn lookup(&self, engine: &Engine, content_hash: &str) -> Option<Component> {
+        let path = self.artifact_path(engine, content_hash)?;
+        if !path.exists() {
+            return None;
+        }
+        match deserialize(engine, &path) {
+            Ok(component) => Some(component),
+            // A stale or truncated artifact is not fatal: the caller recompiles and overwrites it.
+            Err(error) => {
+                tracing::warn!(
                     artifact = %path.display(),
                     error = %format!("{error:#}"),
                     "ignoring unusable compiled artifact"
-                ),
+                );
+                None
             }
         }
+    }
+
+    /// Compiles `bytes` with `engine` and stores the artifact.
+    pub fn compile(
+        &self,
+        engine: &Engine,
+        source: &Path,
+        bytes: &[u8],
+        content_hash: &str,
+    ) -> Result<Component, Error> {
         let component = Component::new(engine, bytes).map_err(|source_error| Error::Compile {
             path: source.to_path_buf(),
             source: source_error,
         })?;
-        if let Some(path) = artifact
+        if let Some(path) = self.artifact_path(engine, content_hash)
             && let Err(error) = store(&component, &path)
         {
             tracing::warn!(artifact = %path.display(), %error, "cannot store compiled artifact");
         }
-        Ok((component, CacheOutcome::Miss))
+        Ok(component)
     }
 }
 

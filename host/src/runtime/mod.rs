@@ -1,9 +1,15 @@
-//! The wasm runtime: one engine, a compile cache, and sandboxed calls into plugins.
+//! The wasm runtime: two compiler tiers, a compile cache, and sandboxed calls into plugins.
 //!
 //! This module knows nothing of Kubernetes: it turns component bytes into a
 //! [`CompiledPlugin`] and runs each call in a fresh, capability-less [`Store`] with a CPU
 //! deadline (epoch interruption), a memory cap (resource limiter), a cap on captured
 //! stdout/stderr and a cap on the response size.
+//!
+//! Plugins normally run code compiled by Cranelift ([`Tier::Optimized`], cached on disk).
+//! Compiling a 1.5 MB component that way takes seconds, so a hot reload of content the cache
+//! has never seen first runs it compiled by Winch ([`Tier::Baseline`], ~10x faster to
+//! compile, slower to run) while Cranelift compiles it off to the side: see
+//! [`Runtime::load_quick`] and [`Runtime::optimize`].
 //!
 //! # Guarantees
 //! - No state survives a call: every call instantiates from the `InstancePre` made at load.
@@ -23,7 +29,9 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Strategy, Trap,
+};
 
 pub use bindings::types::{
     FinalizeResponse, GroupVersionKind, LogLevel, PluginInfo, ReconcileError, ReconcileRequest,
@@ -131,10 +139,25 @@ impl Default for RuntimeConfig {
     }
 }
 
-/// The process-wide wasm runtime. Cheap to share behind an `Arc`.
-pub struct Runtime {
+/// Which compiler produced a plugin's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// Winch: compiles in a fraction of the time, runs slower; used until Cranelift is done.
+    Baseline,
+    /// Cranelift: the code plugins run in the steady state.
+    Optimized,
+}
+
+/// An engine with the linker of the host's imports for it.
+struct Compiler {
     engine: Engine,
     linker: Linker<SandboxState>,
+}
+
+/// The process-wide wasm runtime. Cheap to share behind an `Arc`.
+pub struct Runtime {
+    optimized: Compiler,
+    baseline: Compiler,
     cache: CompileCache,
     limits: Limits,
     epoch_tick: Duration,
@@ -153,10 +176,6 @@ impl Runtime {
     /// Creates the engine, the linker (WASI without capabilities + `host-log`) and starts
     /// the epoch ticker that enforces CPU deadlines.
     pub fn new(config: RuntimeConfig) -> Result<Arc<Self>, Error> {
-        let mut wasm = Config::new();
-        wasm.wasm_component_model(true)
-            .epoch_interruption(true)
-            .max_wasm_stack(512 << 10);
         let mut pool = PoolingAllocationConfig::new();
         pool.total_component_instances(config.max_instances)
             .total_core_instances(config.max_instances * 8)
@@ -170,22 +189,23 @@ impl Runtime {
             .linear_memory_keep_resident(16 << 20)
             .table_keep_resident(64 << 10)
             .pagemap_scan(wasmtime::Enabled::Auto);
-        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&wasm).map_err(Error::ConfigureEngine)?;
-
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(Error::ConfigureEngine)?;
-        bindings::host_log::add_to_linker::<
-            SandboxState,
-            wasmtime::component::HasSelf<SandboxState>,
-        >(&mut linker, |state| state)
-        .map_err(Error::ConfigureEngine)?;
+        let optimized = Compiler::new(
+            Strategy::Cranelift,
+            InstanceAllocationStrategy::Pooling(pool),
+        )?;
+        // Baseline code only runs for the seconds until Cranelift is done: it does not need
+        // (nor get) a second reserved pool.
+        let baseline = Compiler::new(Strategy::Winch, InstanceAllocationStrategy::OnDemand)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
-        spawn_epoch_ticker(engine.clone(), config.epoch_tick, ticker_stop.clone());
+        spawn_epoch_ticker(
+            [optimized.engine.clone(), baseline.engine.clone()],
+            config.epoch_tick,
+            ticker_stop.clone(),
+        );
         Ok(Arc::new(Runtime {
-            engine,
-            linker,
+            optimized,
+            baseline,
             cache: CompileCache::new(config.cache_dir),
             limits: config.limits,
             epoch_tick: config.epoch_tick,
@@ -198,12 +218,10 @@ impl Runtime {
         &self.limits
     }
 
-    /// Reads, compiles (or loads from the cache) and type-checks the plugin at `path`.
+    /// Reads, compiles with Cranelift (or loads from the cache) and type-checks the plugin
+    /// at `path`.
     pub fn load(self: &Arc<Self>, path: &Path) -> Result<CompiledPlugin, Error> {
-        let bytes = std::fs::read(path).map_err(|source| Error::ReadPlugin {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = read_plugin(path)?;
         self.load_bytes(path, &bytes)
     }
 
@@ -217,8 +235,87 @@ impl Runtime {
         let content_hash = hex::encode(Sha256::digest(bytes));
         let (component, cache) =
             self.cache
-                .load_or_compile(&self.engine, path, bytes, &content_hash)?;
-        let pre = self
+                .load_or_compile(&self.optimized.engine, path, bytes, &content_hash)?;
+        self.finish_load(Tier::Optimized, path, component, content_hash, bytes.len(), cache)
+    }
+
+    /// The quickest way to a callable plugin: the cached Cranelift artifact if there is
+    /// one, otherwise a Winch compile ([`Tier::Baseline`]), to be replaced by
+    /// [`Runtime::optimize`].
+    pub fn load_quick(
+        self: &Arc<Self>,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<CompiledPlugin, Error> {
+        check_component_header(path, bytes)?;
+        let content_hash = hex::encode(Sha256::digest(bytes));
+        if let Some(component) = self.cache.lookup(&self.optimized.engine, &content_hash) {
+            return self.finish_load(
+                Tier::Optimized,
+                path,
+                component,
+                content_hash,
+                bytes.len(),
+                CacheOutcome::Hit,
+            );
+        }
+        let component =
+            Component::new(&self.baseline.engine, bytes).map_err(|source| Error::Compile {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let mut plugin = self.finish_load(
+            Tier::Baseline,
+            path,
+            component,
+            content_hash,
+            bytes.len(),
+            CacheOutcome::Miss,
+        )?;
+        plugin.tier_up_source = Some(Arc::from(bytes));
+        Ok(plugin)
+    }
+
+    /// The Cranelift build of a [`Tier::Baseline`] plugin (stored in the compile cache);
+    /// an optimized plugin is returned as it is.
+    pub fn optimize(
+        self: &Arc<Self>,
+        plugin: &CompiledPlugin,
+        path: &Path,
+    ) -> Result<CompiledPlugin, Error> {
+        let Some(bytes) = &plugin.tier_up_source else {
+            return Ok(plugin.clone());
+        };
+        let component =
+            self.cache
+                .compile(&self.optimized.engine, path, bytes, &plugin.content_hash)?;
+        Ok(self
+            .finish_load(
+                Tier::Optimized,
+                path,
+                component,
+                plugin.content_hash.clone(),
+                bytes.len(),
+                CacheOutcome::Miss,
+            )?
+            .with_limits(plugin.limits.clone()))
+    }
+
+    /// Type-checks `component` against the contract.
+    fn finish_load(
+        self: &Arc<Self>,
+        tier: Tier,
+        path: &Path,
+        component: Component,
+        content_hash: String,
+        size: usize,
+        cache: CacheOutcome,
+    ) -> Result<CompiledPlugin, Error> {
+        let compiler = match tier {
+            Tier::Baseline => &self.baseline,
+            Tier::Optimized => &self.optimized,
+        };
+        let pre = compiler
             .linker
             .instantiate_pre(&component)
             .map_err(|e| Error::WrongContract {
@@ -227,13 +324,15 @@ impl Runtime {
             })?;
         let pre = ReconcilerPre::new(pre).map_err(|e| Error::WrongContract {
             path: path.to_path_buf(),
-            detail: describe_exports(&self.engine, &component, e),
+            detail: describe_exports(&compiler.engine, &component, e),
         })?;
         Ok(CompiledPlugin {
             runtime: self.clone(),
             pre,
+            tier,
+            tier_up_source: None,
             content_hash,
-            size: bytes.len(),
+            size,
             cache,
             limits: self.limits.clone(),
         })
@@ -250,13 +349,44 @@ impl Drop for Runtime {
     }
 }
 
-fn spawn_epoch_ticker(engine: Engine, tick: Duration, stop: Arc<AtomicBool>) {
+impl Compiler {
+    /// An engine with the host's settings and `strategy`, and the linker of WASI without
+    /// capabilities plus `host-log`.
+    fn new(strategy: Strategy, allocation: InstanceAllocationStrategy) -> Result<Self, Error> {
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(512 << 10)
+            .strategy(strategy)
+            .allocation_strategy(allocation);
+        let engine = Engine::new(&wasm).map_err(Error::ConfigureEngine)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(Error::ConfigureEngine)?;
+        bindings::host_log::add_to_linker::<
+            SandboxState,
+            wasmtime::component::HasSelf<SandboxState>,
+        >(&mut linker, |state| state)
+        .map_err(Error::ConfigureEngine)?;
+        Ok(Compiler { engine, linker })
+    }
+}
+
+fn read_plugin(path: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|source| Error::ReadPlugin {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn spawn_epoch_ticker<const N: usize>(engines: [Engine; N], tick: Duration, stop: Arc<AtomicBool>) {
     std::thread::Builder::new()
         .name("wasm-epoch-ticker".into())
         .spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(tick);
-                engine.increment_epoch();
+                for engine in &engines {
+                    engine.increment_epoch();
+                }
             }
         })
         .expect("spawning the epoch ticker thread");
@@ -310,6 +440,9 @@ fn describe_exports(engine: &Engine, component: &Component, error: wasmtime::Err
 pub struct CompiledPlugin {
     runtime: Arc<Runtime>,
     pre: ReconcilerPre<SandboxState>,
+    tier: Tier,
+    /// The component's bytes, kept by a baseline build until it is optimized.
+    tier_up_source: Option<Arc<[u8]>>,
     content_hash: String,
     size: usize,
     cache: CacheOutcome,
@@ -320,6 +453,7 @@ impl std::fmt::Debug for CompiledPlugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CompiledPlugin")
             .field("content_hash", &self.content_hash)
+            .field("tier", &self.tier)
             .field("size", &self.size)
             .finish()
     }
@@ -334,6 +468,11 @@ impl CompiledPlugin {
     /// Size of the component in bytes.
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    /// Which compiler produced the code that runs.
+    pub fn tier(&self) -> Tier {
+        self.tier
     }
 
     /// Whether loading hit the compile cache.
@@ -409,7 +548,7 @@ impl CompiledPlugin {
     ) -> Result<R, CallError> {
         let runtime = &self.runtime;
         let mut store = Store::new(
-            &runtime.engine,
+            self.pre.engine(),
             SandboxState::new(&self.limits, context.into()),
         );
         store.limiter(|state| &mut state.limiter);

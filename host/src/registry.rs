@@ -1,0 +1,401 @@
+//! The registry of live plugins: which version each file of the plugin directory serves.
+//!
+//! The registry is level-triggered: [`Registry::scan`] compares the directory with what is
+//! served and proposes the changes (add, replace, remove). A proposal takes effect when the
+//! caller [`commit`](Registry::commit)s it after starting or swapping the controller, or is
+//! [`reject`](Registry::reject)ed if that failed. Content that does not load is rejected
+//! during the scan and the previous version keeps serving; the same broken content is not
+//! retried until the file changes again.
+//!
+//! New content the compile cache has not seen is served by a quick Winch build at once, and
+//! compiled by Cranelift on a thread of its own; the result comes back through the channel
+//! given to [`Registry::new`] and takes effect with [`Registry::finish_tier_up`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::metrics::{Metrics, ReloadLabels, VersionLabels};
+use crate::plugin::{self, Plugin};
+use crate::runtime::{Runtime, Tier};
+
+/// Why the plugin directory could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read the plugin directory {}: {source}", dir.display())]
+    ReadDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A change to what is served, proposed by [`Registry::scan`].
+#[derive(Debug, Clone)]
+pub enum Proposal {
+    /// A new plugin file loaded.
+    Add { plugin: Arc<Plugin> },
+    /// New content for a served file; `old` serves until the proposal is committed.
+    Replace {
+        old: Arc<Plugin>,
+        new: Arc<Plugin>,
+    },
+    /// A served file is gone.
+    Remove { old: Arc<Plugin> },
+}
+
+impl Proposal {
+    /// The plugin file this proposal is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            Proposal::Add { plugin } => &plugin.path,
+            Proposal::Replace { new, .. } => &new.path,
+            Proposal::Remove { old } => &old.path,
+        }
+    }
+
+    /// Whether a replacement needs a new controller: the watched kinds changed.
+    pub fn needs_restart(&self) -> bool {
+        match self {
+            Proposal::Replace { old, new } => {
+                old.decl.parent != new.decl.parent || old.decl.children != new.decl.children
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The Cranelift build of a plugin that is served by its Winch build.
+#[derive(Debug)]
+pub struct TierUp {
+    pub path: PathBuf,
+    pub content_hash: String,
+    pub result: Result<Plugin, plugin::Error>,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    served: Option<Arc<Plugin>>,
+    /// Content that failed to load, so an unchanged broken file is not reloaded in a loop.
+    rejected_hash: Option<String>,
+}
+
+/// What each plugin file serves.
+pub struct Registry {
+    runtime: Arc<Runtime>,
+    dir: PathBuf,
+    metrics: Arc<Metrics>,
+    entries: BTreeMap<PathBuf, Entry>,
+    tier_ups: UnboundedSender<TierUp>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("dir", &self.dir)
+            .field("files", &self.entries.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// A registry of the plugins in `dir`; tier-up results are sent to `tier_ups`.
+    pub fn new(
+        runtime: Arc<Runtime>,
+        dir: &Path,
+        metrics: Arc<Metrics>,
+        tier_ups: UnboundedSender<TierUp>,
+    ) -> Self {
+        Registry {
+            runtime,
+            dir: dir.to_path_buf(),
+            metrics,
+            entries: BTreeMap::new(),
+            tier_ups,
+        }
+    }
+
+    /// The plugin served from `path`, if any.
+    pub fn served(&self, path: &Path) -> Option<&Arc<Plugin>> {
+        self.entries.get(path).and_then(|e| e.served.as_ref())
+    }
+
+    /// Every plugin served, by file.
+    pub fn all_served(&self) -> impl Iterator<Item = &Arc<Plugin>> {
+        self.entries.values().filter_map(|e| e.served.as_ref())
+    }
+
+    /// Compares the directory with what is served; loads new content off to the side.
+    pub fn scan(&mut self) -> Result<Vec<Proposal>, Error> {
+        let files = plugin_files(&self.dir)?;
+        // Removals first, so a plugin moved to another file name is not refused as a
+        // duplicate of its own old file.
+        let mut proposals: Vec<Proposal> = self
+            .entries
+            .iter()
+            .filter(|(path, _)| !files.contains(path))
+            .filter_map(|(_, entry)| entry.served.clone())
+            .map(|old| Proposal::Remove { old })
+            .collect();
+        for path in &files {
+            // A file can vanish or be half-replaced between listing and reading; the
+            // watcher reports the next change, so skipping it here loses nothing.
+            let bytes = match std::fs::read(path) {
+                Ok(bytes) => bytes,
+                Err(error) => {
+                    tracing::debug!(path = %path.display(), %error, "plugin file not readable now");
+                    continue;
+                }
+            };
+            let hash = hex::encode(Sha256::digest(&bytes));
+            let entry = self.entries.entry(path.clone()).or_default();
+            let served = entry.served.clone();
+            if served.as_ref().is_some_and(|p| p.decl.content_hash == hash) {
+                entry.rejected_hash = None;
+                continue;
+            }
+            if entry.rejected_hash.as_deref() == Some(hash.as_str()) {
+                continue;
+            }
+            match self.load(path, &bytes, &files) {
+                Ok(new) => proposals.push(match served {
+                    Some(old) => Proposal::Replace { old, new },
+                    None => Proposal::Add { plugin: new },
+                }),
+                Err(error) => self.reject_content(path, &hash, served.as_deref(), &error),
+            }
+        }
+        self.entries
+            .retain(|path, entry| entry.served.is_some() || files.contains(path));
+        Ok(proposals)
+    }
+
+    /// Loads `bytes` as the new content of `path`, and checks that no other file of `files`
+    /// serves its parent kind.
+    fn load(&self, path: &Path, bytes: &[u8], files: &[PathBuf]) -> Result<Arc<Plugin>, String> {
+        let compiled = self
+            .runtime
+            .load_quick(path, bytes)
+            .map_err(|e| e.to_string())?;
+        let plugin = Plugin::from_compiled(path, compiled).map_err(|e| e.to_string())?;
+        if let Some(other) = self
+            .entries
+            .iter()
+            .filter(|(other, _)| other.as_path() != path && files.contains(other))
+            .filter_map(|(_, e)| e.served.as_ref())
+            .find(|other| other.decl.parent == plugin.decl.parent)
+        {
+            return Err(format!(
+                "{} reconciles {}, which {} already reconciles",
+                path.display(),
+                plugin.decl.parent,
+                other.path.display()
+            ));
+        }
+        Ok(Arc::new(plugin))
+    }
+
+    fn reject_content(
+        &mut self,
+        path: &Path,
+        hash: &str,
+        serving: Option<&Plugin>,
+        error: &dyn std::fmt::Display,
+    ) {
+        if let Some(entry) = self.entries.get_mut(path) {
+            entry.rejected_hash = Some(hash.to_string());
+        }
+        let plugin = serving.map_or_else(|| file_stem(path), |p| p.decl.name.clone());
+        self.count_reload(&plugin, "rejected");
+        match serving {
+            Some(old) => tracing::error!(
+                path = %path.display(),
+                sha256 = %hash,
+                serving = %old.decl.version,
+                serving_sha256 = %old.decl.content_hash,
+                %error,
+                "new plugin content rejected; the previous version keeps serving"
+            ),
+            None => tracing::error!(path = %path.display(), sha256 = %hash, %error, "plugin not loaded"),
+        }
+    }
+
+    /// Records that `proposal` took effect.
+    pub fn commit(&mut self, proposal: &Proposal) {
+        let path = proposal.path().to_path_buf();
+        match proposal {
+            Proposal::Add { plugin } => {
+                tracing::info!(
+                    plugin = %plugin.decl.name,
+                    version = %plugin.decl.version,
+                    sha256 = %plugin.decl.content_hash,
+                    parent = %plugin.decl.parent,
+                    tier = ?plugin.compiled.tier(),
+                    cache = ?plugin.compiled.cache_outcome(),
+                    "plugin loaded"
+                );
+                self.count_reload(&plugin.decl.name, "added");
+                self.set_served(path, Some(plugin.clone()));
+            }
+            Proposal::Replace { old, new } => {
+                tracing::info!(
+                    plugin = %new.decl.name,
+                    old_version = %old.decl.version,
+                    old_sha256 = %old.decl.content_hash,
+                    version = %new.decl.version,
+                    sha256 = %new.decl.content_hash,
+                    tier = ?new.compiled.tier(),
+                    cache = ?new.compiled.cache_outcome(),
+                    restart = proposal.needs_restart(),
+                    "plugin replaced"
+                );
+                self.count_reload(&new.decl.name, "replaced");
+                self.set_served(path, Some(new.clone()));
+            }
+            Proposal::Remove { old } => {
+                tracing::info!(
+                    plugin = %old.decl.name,
+                    version = %old.decl.version,
+                    sha256 = %old.decl.content_hash,
+                    "plugin removed; the objects it manages are left as they are"
+                );
+                self.count_reload(&old.decl.name, "removed");
+                self.set_served(path, None);
+            }
+        }
+    }
+
+    /// Records that `proposal` could not take effect; what served before keeps serving.
+    pub fn reject(&mut self, proposal: &Proposal, error: &dyn std::fmt::Display) {
+        let (hash, serving) = match proposal {
+            Proposal::Add { plugin } => (&plugin.decl.content_hash, None),
+            Proposal::Replace { old, new } => (&new.decl.content_hash, Some(old.clone())),
+            // Stopping a controller cannot fail; nothing to record.
+            Proposal::Remove { .. } => return,
+        };
+        let path = proposal.path().to_path_buf();
+        self.entries.entry(path.clone()).or_default();
+        self.reject_content(&path, hash, serving.as_deref(), error);
+    }
+
+    /// Applies the result of a tier-up if its content is still the one served; returns the
+    /// optimized plugin to swap in.
+    pub fn finish_tier_up(&mut self, tier_up: TierUp) -> Option<Arc<Plugin>> {
+        let served = self.served(&tier_up.path)?;
+        if served.decl.content_hash != tier_up.content_hash {
+            return None; // replaced meanwhile
+        }
+        match tier_up.result {
+            Ok(optimized) => {
+                let optimized = Arc::new(optimized);
+                tracing::info!(
+                    plugin = %optimized.decl.name,
+                    sha256 = %optimized.decl.content_hash,
+                    "plugin now runs its optimized build"
+                );
+                self.set_served(tier_up.path, Some(optimized.clone()));
+                Some(optimized)
+            }
+            Err(error) => {
+                // The baseline build keeps serving correctly, only slower.
+                tracing::warn!(path = %tier_up.path.display(), %error, "optimizing the plugin failed");
+                None
+            }
+        }
+    }
+
+    fn set_served(&mut self, path: PathBuf, plugin: Option<Arc<Plugin>>) {
+        let entry = self.entries.entry(path.clone()).or_default();
+        if let Some(old) = &entry.served {
+            self.metrics.plugin_info.remove(&version_labels(old));
+        }
+        if let Some(new) = &plugin {
+            self.metrics.plugin_info.get_or_create(&version_labels(new)).set(1);
+            if new.compiled.tier() == Tier::Baseline {
+                spawn_tier_up(&self.runtime, new.clone(), self.tier_ups.clone());
+            }
+        }
+        entry.rejected_hash = None;
+        entry.served = plugin;
+        if entry.served.is_none() {
+            self.entries.remove(&path);
+        }
+    }
+
+    fn count_reload(&self, plugin: &str, result: &str) {
+        self.metrics
+            .reloads
+            .get_or_create(&ReloadLabels {
+                plugin: plugin.to_string(),
+                result: result.to_string(),
+            })
+            .inc();
+    }
+}
+
+fn version_labels(plugin: &Plugin) -> VersionLabels {
+    VersionLabels {
+        plugin: plugin.decl.name.clone(),
+        version: plugin.decl.version.clone(),
+        sha256: plugin.decl.content_hash.clone(),
+        tier: match plugin.compiled.tier() {
+            Tier::Baseline => "baseline".into(),
+            Tier::Optimized => "optimized".into(),
+        },
+    }
+}
+
+/// Compiles `plugin` with Cranelift on a thread of its own (seconds of CPU for a large
+/// component, which must not hold up the async runtime or the next reload).
+fn spawn_tier_up(runtime: &Arc<Runtime>, plugin: Arc<Plugin>, results: UnboundedSender<TierUp>) {
+    let runtime = runtime.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("tier-up-{}", plugin.decl.name))
+        .spawn(move || {
+            let result = runtime
+                .optimize(&plugin.compiled, &plugin.path)
+                .map_err(plugin::Error::from)
+                .map(|compiled| Plugin {
+                    path: plugin.path.clone(),
+                    decl: plugin.decl.clone(),
+                    compiled,
+                });
+            let _ = results.send(TierUp {
+                path: plugin.path.clone(),
+                content_hash: plugin.decl.content_hash.clone(),
+                result,
+            });
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "cannot start the optimizing compile; the baseline build serves");
+    }
+}
+
+/// The plugin files of `dir`: `*.wasm` entries (following symlinks, as a Kubernetes volume
+/// presents them), except hidden ones (editors' temporary files, `..data` machinery).
+pub fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let entries = std::fs::read_dir(dir).map_err(|source| Error::ReadDir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| {
+            path.extension().is_some_and(|x| x == "wasm")
+                && !path
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                && std::fs::metadata(path).is_ok_and(|m| m.is_file())
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned())
+}
+

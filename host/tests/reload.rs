@@ -1,0 +1,455 @@
+//! Hot reload without a cluster: the registry's decisions and the directory watcher.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use operator_host::metrics::Metrics;
+use operator_host::registry::{Proposal, Registry, TierUp};
+use operator_host::runtime::{Runtime, RuntimeConfig, Tier};
+use operator_host::watch;
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use util::{runtime_with, test_plugin};
+
+/// A plugin directory, a registry over it, and what the registry reports.
+struct Fixture {
+    dir: tempfile::TempDir,
+    registry: Registry,
+    metrics: Arc<Metrics>,
+    tier_ups: UnboundedReceiver<TierUp>,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self::with_runtime(warm_runtime())
+    }
+
+    fn with_runtime(runtime: Arc<Runtime>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let (sender, tier_ups) = unbounded_channel();
+        let registry = Registry::new(runtime, dir.path(), metrics.clone(), sender);
+        Fixture {
+            dir,
+            registry,
+            metrics,
+            tier_ups,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Scans and commits every proposal, as the run loop does when nothing fails.
+    fn sync(&mut self) -> Vec<Proposal> {
+        let proposals = self.registry.scan().unwrap();
+        for proposal in &proposals {
+            self.registry.commit(proposal);
+        }
+        proposals
+    }
+
+    fn served_hash(&self, name: &str) -> Option<String> {
+        self.registry
+            .served(&self.path(name))
+            .map(|p| p.decl.content_hash.clone())
+    }
+
+    fn reloads(&self, result: &str) -> u64 {
+        self.metrics
+            .encode()
+            .lines()
+            .filter(|l| {
+                l.starts_with("operator_host_plugin_reloads_total")
+                    && l.contains(&format!("result=\"{result}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+}
+
+/// A runtime whose compile cache already holds the plugins these tests use, so loads are
+/// cache hits (optimized, no tier-up thread) unless a test wants otherwise.
+fn warm_runtime() -> Arc<Runtime> {
+    let runtime = runtime_with(Default::default());
+    for name in ["memcached-v1", "memcached-v2", "hostile"] {
+        runtime.load(&test_plugin(name)).unwrap();
+    }
+    runtime
+}
+
+fn v1() -> Vec<u8> {
+    std::fs::read(test_plugin("memcached-v1")).unwrap()
+}
+
+fn v2() -> Vec<u8> {
+    std::fs::read(test_plugin("memcached-v2")).unwrap()
+}
+
+fn hash(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// Writes `bytes` to a temporary name and renames it over `path`, as editors and
+/// `kubectl cp`-style tools do.
+fn write_by_rename(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_file_name(".incoming.tmp");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// Reproduces how the kubelet lays out a ConfigMap volume: `name -> ..data/name`, and
+/// `..data -> ..<timestamp>`, updated by swapping the `..data` symlink atomically.
+struct ConfigMapVolume {
+    dir: PathBuf,
+    generation: u32,
+}
+
+impl ConfigMapVolume {
+    fn new(dir: &Path, file: &str, bytes: &[u8]) -> Self {
+        let mut volume = ConfigMapVolume {
+            dir: dir.to_path_buf(),
+            generation: 0,
+        };
+        volume.update(file, bytes);
+        std::os::unix::fs::symlink(format!("..data/{file}"), dir.join(file)).unwrap();
+        volume
+    }
+
+    fn update(&mut self, file: &str, bytes: &[u8]) {
+        self.generation += 1;
+        let data_dir = format!("..2026_11_30_00_00_{:02}.{}", self.generation, self.generation);
+        std::fs::create_dir(self.dir.join(&data_dir)).unwrap();
+        std::fs::write(self.dir.join(&data_dir).join(file), bytes).unwrap();
+        let tmp_link = self.dir.join("..data_tmp");
+        std::os::unix::fs::symlink(&data_dir, &tmp_link).unwrap();
+        std::fs::rename(&tmp_link, self.dir.join("..data")).unwrap();
+    }
+}
+
+#[test]
+fn a_new_file_is_added_and_an_unchanged_one_is_not_reloaded() {
+    let mut fixture = Fixture::new();
+    assert!(fixture.sync().is_empty(), "an empty directory proposes nothing");
+    std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
+    let proposals = fixture.sync();
+    assert!(matches!(proposals.as_slice(), [Proposal::Add { plugin }] if plugin.decl.name == "memcached"));
+    assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v1())));
+    // Rewriting identical content is not a reload.
+    std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
+    assert!(fixture.sync().is_empty());
+    assert_eq!(fixture.reloads("added"), 1);
+    assert_eq!(fixture.reloads("replaced"), 0);
+}
+
+#[test]
+fn new_content_written_in_place_replaces_the_version_without_a_restart() {
+    let mut fixture = Fixture::new();
+    std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
+    fixture.sync();
+    std::fs::write(fixture.path("memcached.wasm"), v2()).unwrap();
+    let proposals = fixture.sync();
+    let [proposal @ Proposal::Replace { old, new }] = proposals.as_slice() else {
+        panic!("expected one replacement, got {proposals:?}");
+    };
+    assert_eq!(old.decl.content_hash, hash(&v1()));
+    assert_eq!(new.decl.content_hash, hash(&v2()));
+    assert!(
+        !proposal.needs_restart(),
+        "same parent and children: swap under the running controller"
+    );
+    assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v2())));
+}
+
+#[test]
+fn new_content_renamed_over_the_file_replaces_the_version() {
+    let mut fixture = Fixture::new();
+    std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
+    fixture.sync();
+    write_by_rename(&fixture.path("memcached.wasm"), &v2());
+    let proposals = fixture.sync();
+    assert!(matches!(proposals.as_slice(), [Proposal::Replace { .. }]));
+    assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v2())));
+}
+
+#[test]
+fn a_configmap_volume_update_through_the_data_symlink_replaces_the_version() {
+    let mut fixture = Fixture::new();
+    let mut volume = ConfigMapVolume::new(fixture.dir.path(), "memcached.wasm", &v1());
+    let proposals = fixture.sync();
+    assert!(
+        matches!(proposals.as_slice(), [Proposal::Add { .. }]),
+        "only the plugin file is served, not the ..data machinery: {proposals:?}"
+    );
+    volume.update("memcached.wasm", &v2());
+    let proposals = fixture.sync();
+    assert!(matches!(proposals.as_slice(), [Proposal::Replace { .. }]));
+    assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v2())));
+}
+
+#[test]
+fn a_deleted_file_is_removed() {
+    let mut fixture = Fixture::new();
+    std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
+    fixture.sync();
+    std::fs::remove_file(fixture.path("memcached.wasm")).unwrap();
+    let proposals = fixture.sync();
+    assert!(matches!(proposals.as_slice(), [Proposal::Remove { old }] if old.decl.name == "memcached"));
+    assert_eq!(fixture.served_hash("memcached.wasm"), None);
+    assert_eq!(fixture.registry.all_served().count(), 0);
+}
+
+#[test]
+fn broken_content_keeps_the_previous_version_until_good_content_arrives() {
+    let mut fixture = Fixture::new();
+    let path = fixture.path("memcached.wasm");
+    std::fs::write(&path, v1()).unwrap();
+    fixture.sync();
+    let broken_contents: [(&str, Vec<u8>); 3] = [
+        ("not wasm", b"this is not a component".to_vec()),
+        ("truncated (still being written)", v2()[..v2().len() / 2].to_vec()),
+        (
+            "another contract",
+            std::fs::read(test_plugin("wrong-contract")).unwrap(),
+        ),
+    ];
+    for (expected_rejections, (what, bytes)) in (1..).zip(broken_contents) {
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(fixture.sync().is_empty(), "{what}: nothing changes");
+        assert_eq!(
+            fixture.served_hash("memcached.wasm"),
+            Some(hash(&v1())),
+            "{what}: v1 keeps serving"
+        );
+        assert_eq!(fixture.reloads("rejected"), expected_rejections, "{what}");
+        // The same broken content is not retried on every scan.
+        assert!(fixture.sync().is_empty());
+        assert_eq!(fixture.reloads("rejected"), expected_rejections, "{what}");
+    }
+    std::fs::write(&path, v2()).unwrap();
+    assert!(matches!(fixture.sync().as_slice(), [Proposal::Replace { .. }]));
+    assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v2())));
+}
+
+#[test]
+fn a_broken_new_plugin_is_retried_when_its_file_changes() {
+    let mut fixture = Fixture::new();
+    let path = fixture.path("memcached.wasm");
+    std::fs::write(&path, &v1()[..1000]).unwrap();
+    assert!(fixture.sync().is_empty());
+    assert_eq!(fixture.reloads("rejected"), 1);
+    std::fs::write(&path, v1()).unwrap();
+    assert!(matches!(fixture.sync().as_slice(), [Proposal::Add { .. }]));
+}
+
+#[test]
+fn a_second_file_for_a_served_parent_kind_is_rejected() {
+    let mut fixture = Fixture::new();
+    std::fs::write(fixture.path("a.wasm"), v1()).unwrap();
+    fixture.sync();
+    std::fs::write(fixture.path("b.wasm"), v2()).unwrap();
+    assert!(fixture.sync().is_empty());
+    assert_eq!(fixture.reloads("rejected"), 1);
+    assert_eq!(fixture.served_hash("a.wasm"), Some(hash(&v1())));
+    // Moving the plugin to another name is a remove and an add, not a duplicate.
+    std::fs::rename(fixture.path("a.wasm"), fixture.path("c.wasm")).unwrap();
+    std::fs::remove_file(fixture.path("b.wasm")).unwrap();
+    let proposals = fixture.sync();
+    assert!(
+        matches!(
+            proposals.as_slice(),
+            [Proposal::Remove { .. }, Proposal::Add { .. }]
+        ),
+        "{proposals:?}"
+    );
+}
+
+#[test]
+fn another_parent_kind_needs_a_new_controller() {
+    let mut fixture = Fixture::new();
+    let path = fixture.path("plugin.wasm");
+    std::fs::write(&path, v1()).unwrap();
+    fixture.sync();
+    std::fs::write(&path, std::fs::read(test_plugin("hostile")).unwrap()).unwrap();
+    let proposals = fixture.sync();
+    let [proposal @ Proposal::Replace { .. }] = proposals.as_slice() else {
+        panic!("expected a replacement, got {proposals:?}");
+    };
+    assert!(proposal.needs_restart());
+}
+
+#[test]
+fn a_rejected_proposal_leaves_the_old_version_serving() {
+    let mut fixture = Fixture::new();
+    let path = fixture.path("memcached.wasm");
+    std::fs::write(&path, v1()).unwrap();
+    fixture.sync();
+    std::fs::write(&path, v2()).unwrap();
+    let proposals = fixture.registry.scan().unwrap();
+    // E.g. the new CRD could not be installed.
+    fixture.registry.reject(&proposals[0], &"the CRD was refused");
+    assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v1())));
+    assert_eq!(fixture.reloads("rejected"), 1);
+    assert!(
+        fixture.registry.scan().unwrap().is_empty(),
+        "not retried until the file changes"
+    );
+}
+
+#[test]
+fn content_the_cache_has_not_seen_serves_a_baseline_build_then_the_optimized_one() {
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let mut fixture = Fixture::with_runtime(runtime.clone());
+    std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
+    let proposals = fixture.sync();
+    let [Proposal::Add { plugin }] = proposals.as_slice() else {
+        panic!("expected an add, got {proposals:?}");
+    };
+    assert_eq!(plugin.compiled.tier(), Tier::Baseline);
+    let tier_up = fixture
+        .tier_ups
+        .blocking_recv()
+        .expect("the optimizing compile reports back");
+    let optimized = fixture
+        .registry
+        .finish_tier_up(tier_up)
+        .expect("the optimized build is swapped in");
+    assert_eq!(optimized.compiled.tier(), Tier::Optimized);
+    assert_eq!(optimized.decl, plugin.decl);
+    assert_eq!(
+        fixture
+            .registry
+            .served(&fixture.path("memcached.wasm"))
+            .unwrap()
+            .compiled
+            .tier(),
+        Tier::Optimized
+    );
+    // Both builds compute the same thing.
+    let request = operator_host::runtime::ReconcileRequest {
+        parent: r#"{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"m","namespace":"ns","uid":"u"},"spec":{"size":2}}"#.into(),
+        observed: vec![],
+    };
+    let baseline = plugin.compiled.reconcile(&request, "test").unwrap().unwrap();
+    let fast = optimized
+        .compiled
+        .reconcile(&request, "test")
+        .unwrap()
+        .unwrap();
+    assert_eq!(baseline.children, fast.children);
+    assert_eq!(baseline.status, fast.status);
+    // The next load of that content is a cache hit, straight to the optimized build.
+    let again = runtime
+        .load_quick(&fixture.path("memcached.wasm"), &v1())
+        .unwrap();
+    assert_eq!(again.tier(), Tier::Optimized);
+}
+
+/// Waits for the watcher's next signal; `None` if there is none within `timeout`.
+async fn next_signal(signals: &mut UnboundedReceiver<()>, timeout: Duration) -> Option<()> {
+    tokio::time::timeout(timeout, signals.recv())
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Signals that arrive within `quiet` of each other, after the first.
+async fn drain(signals: &mut UnboundedReceiver<()>, quiet: Duration) -> usize {
+    let mut count = 0;
+    while next_signal(signals, quiet).await.is_some() {
+        count += 1;
+    }
+    count
+}
+
+#[tokio::test]
+async fn the_watcher_signals_each_kind_of_change_and_is_quiet_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_watcher, mut signals) = watch::watch_dir(dir.path(), watch::DEFAULT_DEBOUNCE).unwrap();
+    let settle = Duration::from_secs(2);
+    assert!(
+        next_signal(&mut signals, Duration::from_millis(300))
+            .await
+            .is_none(),
+        "no change, no signal"
+    );
+    let path = dir.path().join("memcached.wasm");
+    std::fs::write(&path, v1()).unwrap();
+    assert!(next_signal(&mut signals, settle).await.is_some(), "create");
+    drain(&mut signals, Duration::from_millis(200)).await;
+    std::fs::write(&path, v2()).unwrap();
+    assert!(next_signal(&mut signals, settle).await.is_some(), "in place");
+    drain(&mut signals, Duration::from_millis(200)).await;
+    write_by_rename(&path, &v1());
+    assert!(next_signal(&mut signals, settle).await.is_some(), "rename");
+    drain(&mut signals, Duration::from_millis(200)).await;
+    std::fs::remove_file(&path).unwrap();
+    assert!(next_signal(&mut signals, settle).await.is_some(), "delete");
+    drain(&mut signals, Duration::from_millis(200)).await;
+    let mut volume = ConfigMapVolume::new(dir.path(), "memcached.wasm", &v1());
+    assert!(next_signal(&mut signals, settle).await.is_some(), "volume");
+    drain(&mut signals, Duration::from_millis(200)).await;
+    volume.update("memcached.wasm", &v2());
+    assert!(
+        next_signal(&mut signals, settle).await.is_some(),
+        "..data symlink swap"
+    );
+}
+
+#[tokio::test]
+async fn a_burst_of_writes_becomes_one_reload_of_the_final_content() {
+    let mut fixture = tokio::task::spawn_blocking(|| {
+        let mut fixture = Fixture::new();
+        std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
+        fixture.sync();
+        fixture
+    })
+    .await
+    .unwrap();
+    let (_watcher, mut signals) =
+        watch::watch_dir(fixture.dir.path(), watch::DEFAULT_DEBOUNCE).unwrap();
+    // `cp` of the new build: truncate, then the bytes in 64 KiB chunks.
+    let started = Instant::now();
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(fixture.path("memcached.wasm")).unwrap();
+        for chunk in v2().chunks(64 << 10) {
+            file.write_all(chunk).unwrap();
+            file.flush().unwrap();
+        }
+    }
+    let written = started.elapsed();
+    assert!(
+        next_signal(&mut signals, Duration::from_secs(2))
+            .await
+            .is_some()
+    );
+    let extra = drain(&mut signals, Duration::from_millis(300)).await;
+    let mut fixture = tokio::task::spawn_blocking(move || {
+        let proposals = fixture.sync();
+        assert!(
+            matches!(proposals.as_slice(), [Proposal::Replace { .. }]),
+            "{proposals:?}"
+        );
+        fixture
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        extra, 0,
+        "a burst written in {written:?} gave {} signals",
+        extra + 1
+    );
+    assert_eq!(fixture.reloads("rejected"), 0, "no half-written content was loaded");
+    assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v2())));
+    assert!(fixture.tier_ups.try_recv().is_err());
+}

@@ -1,0 +1,185 @@
+//! Hot reload against the real API server: swap v1 -> v2 under 100 parents, a corrupt file,
+//! and removing a plugin.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{DynamicObject, ListParams};
+use kube::{Api, ResourceExt};
+use operator_host_tests::devcluster::{TestNamespace, wait_for};
+use operator_host_tests::host::{Host, plugin_path};
+use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
+use serde_json::json;
+
+const VARIANT_ANNOTATION: &str = "cache.example.com/plugin-variant";
+
+/// Replaces `path` the way `cp new.wasm path` does: truncate and write in place.
+fn copy_over(from: &Path, to: &Path) {
+    std::fs::copy(from, to).unwrap();
+}
+
+/// UIDs of the children in the namespace that carry the v2 annotation, and of all of them.
+async fn children(ns: &TestNamespace) -> (BTreeMap<String, String>, usize) {
+    let mut uids = BTreeMap::new();
+    let mut v2 = 0;
+    let params = ListParams::default().labels("app.kubernetes.io/managed-by=operator-host,operator-host.dev/plugin=memcached");
+    for deployment in ns.api::<Deployment>().list(&params).await.unwrap() {
+        v2 += usize::from(deployment.annotations().get(VARIANT_ANNOTATION).is_some());
+        uids.insert(
+            format!("Deployment/{}", deployment.name_any()),
+            deployment.uid().unwrap(),
+        );
+    }
+    for service in ns.api::<Service>().list(&params).await.unwrap() {
+        v2 += usize::from(service.annotations().get(VARIANT_ANNOTATION).is_some());
+        uids.insert(
+            format!("Service/{}", service.name_any()),
+            service.uid().unwrap(),
+        );
+    }
+    (uids, v2)
+}
+
+#[tokio::test]
+async fn replacing_the_plugin_file_converges_every_parent_to_the_new_version_and_a_corrupt_file_changes_nothing()
+ {
+    const N: usize = 100;
+    let ns = TestNamespace::new("hot-swap").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("memcached.wasm");
+    copy_over(&plugin_path("test-plugins", "memcached-v1"), &live);
+    let host = Host::start_dir(dir.path().to_path_buf(), &[ns.name()]).await;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+
+    let started = Instant::now();
+    for i in 0..N {
+        create(&api, &memcached_resource(), &format!("cache-{i}"), json!({"size": 0})).await;
+    }
+    let v1_children = wait_for("100 sets of v1 children", Duration::from_secs(120), || async {
+        let (uids, v2) = children(&ns).await;
+        assert_eq!(v2, 0, "v1 does not annotate children");
+        Ok((uids.len() == 2 * N).then_some(uids))
+    })
+    .await
+    .unwrap();
+    let converged_from_scratch = started.elapsed();
+
+    let swapped = Instant::now();
+    copy_over(&plugin_path("test-plugins", "memcached-v2"), &live);
+    let v2_children = wait_for("100 sets of v2 children", Duration::from_secs(120), || async {
+        let (uids, v2) = children(&ns).await;
+        Ok((v2 == 2 * N).then_some(uids))
+    })
+    .await
+    .unwrap();
+    let converged_after_swap = swapped.elapsed();
+    println!(
+        "N = {N}: converged from scratch in {converged_from_scratch:?}, \
+         re-converged to v2 in {converged_after_swap:?} after the file was replaced"
+    );
+    assert_eq!(
+        v1_children, v2_children,
+        "the swap updated children in place: none was deleted and recreated"
+    );
+    let v2_hash = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(std::fs::read(&live).unwrap()))
+    };
+    wait_for(
+        "every parent to say v2 produced its state",
+        Duration::from_secs(60),
+        || async {
+            let parents = api.list(&ListParams::default()).await?;
+            Ok(parents
+                .iter()
+                .all(|cr| {
+                    reconciled_condition(cr)["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains(&v2_hash[..12]))
+                })
+                .then_some(()))
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        host.reconciles_failed(),
+        0,
+        "no reconcile failed across the swap"
+    );
+
+    // A corrupt file: v2 keeps serving, a new parent is reconciled by v2.
+    std::fs::write(&live, b"\0asm\x0d\0\x01\0 truncated garbage").unwrap();
+    wait_for("the corrupt file to be rejected", Duration::from_secs(10), || async {
+        Ok((host.reloads("rejected") >= 1).then_some(()))
+    })
+    .await
+    .unwrap();
+    create(&api, &memcached_resource(), "after-corruption", json!({"size": 0})).await;
+    let deployments: Api<Deployment> = ns.api();
+    let deployment = wait_for("the new parent's Deployment", Duration::from_secs(30), || async {
+        Ok(deployments.get_opt("after-corruption").await?)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        deployment
+            .annotations()
+            .get(VARIANT_ANNOTATION)
+            .map(String::as_str),
+        Some("v2")
+    );
+    assert_eq!(host.reloads("rejected"), 1);
+    assert_eq!(host.reloads("replaced"), 1);
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn removing_the_plugin_file_stops_its_controller_and_keeps_the_workloads() {
+    let ns = TestNamespace::new("remove-plugin").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("memcached.wasm");
+    copy_over(&plugin_path("plugins", "memcached"), &live);
+    let host = Host::start_dir(dir.path().to_path_buf(), &[ns.name()]).await;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    let deployments: Api<Deployment> = ns.api();
+    create(&api, &memcached_resource(), "kept", json!({"size": 1})).await;
+    wait_for("the Deployment", Duration::from_secs(30), || async {
+        Ok(deployments.get_opt("kept").await?)
+    })
+    .await
+    .unwrap();
+
+    std::fs::remove_file(&live).unwrap();
+    wait_for("the plugin to be removed", Duration::from_secs(10), || async {
+        Ok((host.reloads("removed") == 1).then_some(()))
+    })
+    .await
+    .unwrap();
+    create(&api, &memcached_resource(), "unserved", json!({"size": 1})).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        deployments.get_opt("unserved").await.unwrap().is_none(),
+        "no controller serves Memcached any more"
+    );
+    assert!(
+        deployments.get_opt("kept").await.unwrap().is_some(),
+        "removing a plugin never deletes what it created"
+    );
+
+    // Putting the file back serves the kind again, and catches up on what was missed.
+    copy_over(&plugin_path("plugins", "memcached"), &live);
+    wait_for("the missed parent's Deployment", Duration::from_secs(30), || async {
+        Ok(deployments.get_opt("unserved").await?)
+    })
+    .await
+    .unwrap();
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
