@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use notify::event::{AccessKind, AccessMode, EventKind};
 use notify::RecursiveMode;
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 use tokio::sync::mpsc;
@@ -55,8 +56,13 @@ pub fn watch_dir(
         Some(debounce / 5),
         move |result: DebounceEventResult| {
             match result {
-                Ok(events) if events.is_empty() => return,
-                Ok(events) => tracing::trace!(events = events.len(), "plugin directory changed"),
+                Ok(events) => {
+                    let changes = events.iter().filter(|e| is_change(&e.event.kind)).count();
+                    if changes == 0 {
+                        return;
+                    }
+                    tracing::trace!(changes, "plugin directory changed");
+                }
                 Err(errors) => {
                     for error in errors {
                         tracing::warn!(%error, "watching the plugin directory");
@@ -76,4 +82,14 @@ pub fn watch_dir(
         },
         receiver,
     ))
+}
+
+/// Whether an event can mean new content. Reads are not changes: the registry's own reads
+/// of the files it scans would otherwise trigger the next scan, forever.
+fn is_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
 }

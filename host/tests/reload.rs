@@ -386,6 +386,14 @@ async fn the_watcher_signals_each_kind_of_change_and_is_quiet_otherwise() {
     std::fs::write(&path, v1()).unwrap();
     assert!(next_signal(&mut signals, settle).await.is_some(), "create");
     drain(&mut signals, Duration::from_millis(200)).await;
+    // Reading is not a change (the registry reads every file it scans).
+    std::fs::read(&path).unwrap();
+    assert!(
+        next_signal(&mut signals, Duration::from_millis(300))
+            .await
+            .is_none(),
+        "a read made a signal"
+    );
     std::fs::write(&path, v2()).unwrap();
     assert!(next_signal(&mut signals, settle).await.is_some(), "in place");
     drain(&mut signals, Duration::from_millis(200)).await;

@@ -17,7 +17,7 @@ mod reconcile;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -313,17 +313,26 @@ struct Supervisor {
 
 impl Supervisor {
     /// Scans the plugin directory and carries out what changed.
-    async fn sync(&mut self, registry: &mut Registry) {
-        match registry.scan() {
-            Ok(proposals) => {
-                for proposal in proposals {
-                    match self.carry_out(&proposal).await {
-                        Ok(()) => registry.commit(&proposal),
-                        Err(error) => registry.reject(&proposal, &error),
-                    }
-                }
+    async fn sync(&mut self, registry: &Arc<Mutex<Registry>>) {
+        // Reading, hashing and compiling is blocking work.
+        let scanning = registry.clone();
+        let scanned = tokio::task::spawn_blocking(move || lock(&scanning).scan()).await;
+        let proposals = match scanned {
+            Ok(Ok(proposals)) => proposals,
+            Ok(Err(error)) => {
+                tracing::error!(%error, "cannot rescan the plugin directory");
+                return;
             }
-            Err(error) => tracing::error!(%error, "cannot rescan the plugin directory"),
+            Err(error) => {
+                tracing::error!(%error, "scanning the plugin directory did not complete");
+                return;
+            }
+        };
+        for proposal in proposals {
+            match self.carry_out(&proposal).await {
+                Ok(()) => lock(registry).commit(&proposal),
+                Err(error) => lock(registry).reject(&proposal, &error),
+            }
         }
     }
 
@@ -420,14 +429,19 @@ pub async fn run_with_metrics(
     // Watch before the first scan, so a change made during it is not missed.
     let (_watcher, mut dir_changed) = watch::watch_dir(&dir, watch::DEFAULT_DEBOUNCE)?;
     let (tier_ups, mut tiered_up) = tokio::sync::mpsc::unbounded_channel();
-    let mut registry = Registry::new(runtime, &dir, metrics.clone(), tier_ups);
+    let registry = Arc::new(Mutex::new(Registry::new(
+        runtime,
+        &dir,
+        metrics.clone(),
+        tier_ups,
+    )));
     let mut supervisor = Supervisor {
         client,
         config,
         metrics: metrics.clone(),
         controllers: HashMap::new(),
     };
-    supervisor.sync(&mut registry).await;
+    supervisor.sync(&registry).await;
     if supervisor.controllers.is_empty() {
         tracing::warn!(dir = %dir.display(), "no plugin is being served yet; watching the directory for plugins");
     }
@@ -436,9 +450,9 @@ pub async fn run_with_metrics(
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            Some(()) = dir_changed.recv() => supervisor.sync(&mut registry).await,
+            Some(()) = dir_changed.recv() => supervisor.sync(&registry).await,
             Some(tier_up) = tiered_up.recv() => {
-                if let Some(optimized) = registry.finish_tier_up(tier_up) {
+                if let Some(optimized) = lock(&registry).finish_tier_up(tier_up) {
                     supervisor.tier_up(optimized);
                 }
             }
@@ -448,6 +462,11 @@ pub async fn run_with_metrics(
     metrics.set_ready(false);
     supervisor.stop_all().await;
     Ok(())
+}
+
+fn lock(registry: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
+    // A panic while holding the lock leaves the registry as it was before that change.
+    registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 async fn shutdown_signal() {
