@@ -411,3 +411,51 @@ async fn a_plugin_that_needs_finalize_holds_deletion_until_it_is_done() {
     host.stop().await;
     ns.cleanup().await.unwrap();
 }
+
+#[tokio::test]
+async fn only_the_namespaces_given_are_reconciled() {
+    let served = [
+        TestNamespace::new("ns-served-a").await.unwrap(),
+        TestNamespace::new("ns-served-b").await.unwrap(),
+    ];
+    let unserved = TestNamespace::new("ns-unserved").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        plugin_path("plugins", "memcached"),
+        dir.path().join("memcached.wasm"),
+    )
+    .unwrap();
+    let host = Host::start_dir(
+        dir.path().to_path_buf(),
+        &[served[0].name(), served[1].name()],
+    )
+    .await;
+    for ns in served.iter().chain([&unserved]) {
+        let api = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+        create(&api, &memcached_resource(), "cache", json!({"size": 0})).await;
+    }
+    for ns in &served {
+        let deployments: Api<Deployment> = ns.api();
+        wait_for(
+            &format!("the Deployment in {}", ns.name()),
+            TIMEOUT,
+            || async { Ok(deployments.get_opt("cache").await?) },
+        )
+        .await
+        .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        unserved
+            .api::<Deployment>()
+            .get_opt("cache")
+            .await
+            .unwrap()
+            .is_none(),
+        "a namespace not given to --namespace is left alone"
+    );
+    host.stop().await;
+    for ns in served.into_iter().chain([unserved]) {
+        ns.cleanup().await.unwrap();
+    }
+}
