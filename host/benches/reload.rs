@@ -69,6 +69,31 @@ fn summary(label: &str, mut samples: Vec<Duration>) -> Duration {
     p50
 }
 
+/// Writes `bytes` over the live file, waits for the watcher and commits the reload; returns
+/// the time from the end of the write to the commit, and the tier that serves.
+async fn reload(
+    registry: &mut Registry,
+    changed: &mut tokio::sync::mpsc::UnboundedReceiver<()>,
+    live: &Path,
+    bytes: &[u8],
+) -> (Duration, Tier) {
+    tokio::fs::write(live, bytes).await.unwrap();
+    let written = Instant::now();
+    loop {
+        changed.recv().await.unwrap();
+        let proposals = registry.scan().unwrap();
+        if let Some(proposal) = proposals.first() {
+            registry.commit(proposal);
+            let tier = match proposal {
+                Proposal::Add { plugin } => plugin.compiled.tier(),
+                Proposal::Replace { new, .. } => new.compiled.tier(),
+                Proposal::Remove { .. } => panic!("unexpected removal"),
+            };
+            return (written.elapsed(), tier);
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let dir = tempfile::tempdir().unwrap();
@@ -90,43 +115,28 @@ async fn main() {
     );
     let (_watcher, mut changed) = watch::watch_dir(dir.path(), watch::DEFAULT_DEBOUNCE).unwrap();
 
-    // Writes `bytes` over the live file, then waits for the watcher and commits the reload;
-    // returns the time from the end of the write to the commit, and the tier served.
-    let mut reload = async |bytes: &[u8]| -> (Duration, Tier) {
-        tokio::fs::write(&live, bytes).await.unwrap();
-        let written = Instant::now();
-        loop {
-            changed.recv().await.unwrap();
-            let proposals = registry.scan().unwrap();
-            if let Some(proposal) = proposals.first() {
-                registry.commit(proposal);
-                let tier = match proposal {
-                    Proposal::Add { plugin } => plugin.compiled.tier(),
-                    Proposal::Replace { new, .. } => new.compiled.tier(),
-                    Proposal::Remove { .. } => panic!("unexpected removal"),
-                };
-                return (written.elapsed(), tier);
-            }
-        }
-    };
-
-    println!("reload: Memcached plugin ({} bytes), {RUNS} runs each", v2.len());
+    println!(
+        "reload: Memcached plugin ({} bytes), {RUNS} runs each",
+        v2.len()
+    );
     // Warm: v1 and v2 compiled into the cache; the first load is an add.
     for bytes in [&v1, &v2] {
         runtime.load_bytes(&live, bytes).unwrap();
     }
-    reload(&v1).await;
+    reload(&mut registry, &mut changed, &live, &v1).await;
 
     let mut hits = Vec::new();
     for i in 0..RUNS {
-        let (elapsed, tier) = reload(if i % 2 == 0 { &v2 } else { &v1 }).await;
+        let bytes = if i % 2 == 0 { &v2 } else { &v1 };
+        let (elapsed, tier) = reload(&mut registry, &mut changed, &live, bytes).await;
         assert_eq!(tier, Tier::Optimized);
         hits.push(elapsed);
     }
     let mut misses = Vec::new();
     let mut optimized_after = Vec::new();
     for i in 0..RUNS {
-        let (elapsed, tier) = reload(&unique_variant(&v2, &format!("miss-{i}"))).await;
+        let bytes = unique_variant(&v2, &format!("miss-{i}"));
+        let (elapsed, tier) = reload(&mut registry, &mut changed, &live, &bytes).await;
         assert_eq!(tier, Tier::Baseline);
         misses.push(elapsed);
         // Wait for the optimizing compile, so it does not slow the next measurement.

@@ -3,6 +3,8 @@
 //! - [`runtime`]: the wasm engine, compile cache and sandboxed calls (knows nothing of Kubernetes).
 //! - [`plugin`]: a loaded plugin whose declaration (`info`) was validated.
 //! - [`plan`]: the one pure function from plugin output to what the host will do.
+//! - [`policy`]: the administrator's policy: what each plugin may produce, and its limits.
+//! - [`rbac`]: the ClusterRole the host needs for a set of plugins under a policy.
 //! - [`render`]: offline rendering of a CR through a plugin, using [`plan`].
 //! - [`controller`]: the run loop against the API server (watch, apply, prune, status).
 //! - [`registry`]: which version each plugin file serves; hot reload decisions.
@@ -13,6 +15,8 @@ pub mod controller;
 pub mod metrics;
 pub mod plan;
 pub mod plugin;
+pub mod policy;
+pub mod rbac;
 pub mod registry;
 pub mod render;
 pub mod runtime;

@@ -10,6 +10,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use operator_host::controller::{self, ControllerConfig, RunConfig};
 use operator_host::plan::PlanError;
 use operator_host::plugin::Plugin;
+use operator_host::policy::Policy;
+use operator_host::rbac;
 use operator_host::render;
 use operator_host::runtime::{CONTRACT, CompileCache, Limits, Runtime, RuntimeConfig};
 
@@ -79,6 +81,25 @@ enum Command {
         /// Most reconciles running at once per plugin and namespace.
         #[arg(long, default_value_t = 32)]
         concurrency: u16,
+        /// Policy file: what each plugin may produce, and its limits (default: the safe
+        /// defaults, see the README).
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+    },
+    /// Print the ClusterRole the host needs to run these plugins (under a policy).
+    Rbac {
+        /// The plugin components (.wasm).
+        #[arg(required = true)]
+        plugins: Vec<PathBuf>,
+        /// Policy file: child kinds it forbids get no rule.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+        /// Include what `run --install-crds` needs (CustomResourceDefinitions).
+        #[arg(long)]
+        install_crds: bool,
+        /// Name of the ClusterRole.
+        #[arg(long, default_value = rbac::DEFAULT_NAME)]
+        name: String,
     },
     /// Print the children and status a plugin computes for a CR, without a cluster.
     Render {
@@ -150,6 +171,9 @@ fn exit_code(error: &anyhow::Error) -> u8 {
         || error
             .downcast_ref::<operator_host::plugin::Error>()
             .is_some()
+        || error
+            .downcast_ref::<operator_host::policy::Error>()
+            .is_some()
     {
         return EXIT_USAGE;
     }
@@ -157,8 +181,24 @@ fn exit_code(error: &anyhow::Error) -> u8 {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let runtime =
-        Runtime::new(runtime_config(&cli.runtime)).context("starting the wasm runtime")?;
+    // The policy's limits apply on top of the command line's; its largest memory limit
+    // sizes the runtime's instance slots.
+    let mut config = runtime_config(&cli.runtime);
+    let policy = match &cli.command {
+        Command::Run { policy, .. } | Command::Rbac { policy, .. } => {
+            let policy = match policy {
+                Some(path) => Policy::load(path)?,
+                None => Policy::default(),
+            };
+            Some(Arc::new(policy.with_default_limits(&config.limits)))
+        }
+        _ => None,
+    };
+    if let Some(max) = policy.as_ref().and_then(|p| p.max_memory_bytes()) {
+        config.limits.max_memory_bytes = config.limits.max_memory_bytes.max(max);
+    }
+    let policy = policy.unwrap_or_default();
+    let runtime = Runtime::new(config).context("starting the wasm runtime")?;
     match cli.command {
         Command::Run {
             plugins,
@@ -168,6 +208,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             metrics_addr,
             resync_secs,
             concurrency,
+            policy: _,
         } => {
             let config = RunConfig {
                 plugins_dir: plugins,
@@ -178,6 +219,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     resync: Duration::from_secs(resync_secs),
                     concurrency,
                 },
+                policy,
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -205,6 +247,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     println!("{}", serde_json::to_string_pretty(&render::to_json(&plan))?)
                 }
             }
+        }
+        Command::Rbac {
+            plugins,
+            policy: _,
+            install_crds,
+            name,
+        } => {
+            let mut declarations = Vec::new();
+            for path in &plugins {
+                let plugin = load(&runtime, path)?;
+                for warning in policy.admit(&plugin.decl)? {
+                    eprintln!("warning: plugin {}: {warning}", plugin.decl.name);
+                }
+                declarations.push(plugin.decl);
+            }
+            let options = rbac::Options { name, install_crds };
+            let role = rbac::cluster_role(&declarations, &policy, &options);
+            print!("{}", rbac::to_yaml(&role, &declarations)?);
         }
         Command::Crd { plugin } => {
             let plugin = load(&runtime, &plugin)?;

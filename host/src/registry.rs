@@ -20,6 +20,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::metrics::{Metrics, ReloadLabels, VersionLabels};
 use crate::plugin::{self, Plugin};
+use crate::policy::Policy;
 use crate::runtime::{Runtime, Tier};
 
 /// Why the plugin directory could not be read.
@@ -38,10 +39,7 @@ pub enum Proposal {
     /// A new plugin file loaded.
     Add { plugin: Arc<Plugin> },
     /// New content for a served file; `old` serves until the proposal is committed.
-    Replace {
-        old: Arc<Plugin>,
-        new: Arc<Plugin>,
-    },
+    Replace { old: Arc<Plugin>, new: Arc<Plugin> },
     /// A served file is gone.
     Remove { old: Arc<Plugin> },
 }
@@ -89,6 +87,8 @@ pub struct Registry {
     metrics: Arc<Metrics>,
     entries: BTreeMap<PathBuf, Entry>,
     tier_ups: UnboundedSender<TierUp>,
+    /// Admits each plugin and sets its limits; `None` keeps the runtime's limits.
+    policy: Option<Arc<Policy>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -114,7 +114,14 @@ impl Registry {
             metrics,
             entries: BTreeMap::new(),
             tier_ups,
+            policy: None,
         }
+    }
+
+    /// Loads plugins under `policy`: each must be admitted by it, and gets its limits.
+    pub fn with_policy(mut self, policy: Arc<Policy>) -> Self {
+        self.policy = Some(policy);
+        self
     }
 
     /// The plugin served from `path`, if any.
@@ -179,7 +186,14 @@ impl Registry {
             .runtime
             .load_quick(path, bytes)
             .map_err(|e| e.to_string())?;
-        let plugin = Plugin::from_compiled(path, compiled).map_err(|e| e.to_string())?;
+        let mut plugin = Plugin::from_compiled(path, compiled).map_err(|e| e.to_string())?;
+        if let Some(policy) = &self.policy {
+            for warning in policy.admit(&plugin.decl).map_err(|e| e.to_string())? {
+                tracing::warn!(plugin = %plugin.decl.name, path = %path.display(), "{warning}");
+            }
+            let limits = policy.limits(&plugin.decl.name, self.runtime.limits());
+            plugin.compiled = plugin.compiled.clone().with_limits(limits);
+        }
         if let Some(other) = self
             .entries
             .iter()
@@ -218,7 +232,9 @@ impl Registry {
                 %error,
                 "new plugin content rejected; the previous version keeps serving"
             ),
-            None => tracing::error!(path = %path.display(), sha256 = %hash, %error, "plugin not loaded"),
+            None => {
+                tracing::error!(path = %path.display(), sha256 = %hash, %error, "plugin not loaded")
+            }
         }
     }
 
@@ -312,7 +328,10 @@ impl Registry {
             self.metrics.plugin_info.remove(&version_labels(old));
         }
         if let Some(new) = &plugin {
-            self.metrics.plugin_info.get_or_create(&version_labels(new)).set(1);
+            self.metrics
+                .plugin_info
+                .get_or_create(&version_labels(new))
+                .set(1);
             if new.compiled.tier() == Tier::Baseline {
                 spawn_tier_up(&self.runtime, new.clone(), self.tier_ups.clone());
             }
@@ -398,4 +417,3 @@ fn file_stem(path: &Path) -> String {
     path.file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned())
 }
-

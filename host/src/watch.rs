@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use notify::event::{AccessKind, AccessMode, EventKind};
 use notify::RecursiveMode;
+use notify::event::{AccessKind, AccessMode, EventKind};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 use tokio::sync::mpsc;
 
@@ -22,10 +22,7 @@ pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(50);
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("cannot watch the plugin directory {}: {source}", dir.display())]
-    Watch {
-        dir: PathBuf,
-        source: notify::Error,
-    },
+    Watch { dir: PathBuf, source: notify::Error },
 }
 
 /// Watches a directory while it is alive.

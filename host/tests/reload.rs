@@ -122,7 +122,10 @@ impl ConfigMapVolume {
 
     fn update(&mut self, file: &str, bytes: &[u8]) {
         self.generation += 1;
-        let data_dir = format!("..2026_11_30_00_00_{:02}.{}", self.generation, self.generation);
+        let data_dir = format!(
+            "..2026_11_30_00_00_{:02}.{}",
+            self.generation, self.generation
+        );
         std::fs::create_dir(self.dir.join(&data_dir)).unwrap();
         std::fs::write(self.dir.join(&data_dir).join(file), bytes).unwrap();
         let tmp_link = self.dir.join("..data_tmp");
@@ -134,10 +137,15 @@ impl ConfigMapVolume {
 #[test]
 fn a_new_file_is_added_and_an_unchanged_one_is_not_reloaded() {
     let mut fixture = Fixture::new();
-    assert!(fixture.sync().is_empty(), "an empty directory proposes nothing");
+    assert!(
+        fixture.sync().is_empty(),
+        "an empty directory proposes nothing"
+    );
     std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
     let proposals = fixture.sync();
-    assert!(matches!(proposals.as_slice(), [Proposal::Add { plugin }] if plugin.decl.name == "memcached"));
+    assert!(
+        matches!(proposals.as_slice(), [Proposal::Add { plugin }] if plugin.decl.name == "memcached")
+    );
     assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v1())));
     // Rewriting identical content is not a reload.
     std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
@@ -198,7 +206,9 @@ fn a_deleted_file_is_removed() {
     fixture.sync();
     std::fs::remove_file(fixture.path("memcached.wasm")).unwrap();
     let proposals = fixture.sync();
-    assert!(matches!(proposals.as_slice(), [Proposal::Remove { old }] if old.decl.name == "memcached"));
+    assert!(
+        matches!(proposals.as_slice(), [Proposal::Remove { old }] if old.decl.name == "memcached")
+    );
     assert_eq!(fixture.served_hash("memcached.wasm"), None);
     assert_eq!(fixture.registry.all_served().count(), 0);
 }
@@ -211,7 +221,10 @@ fn broken_content_keeps_the_previous_version_until_good_content_arrives() {
     fixture.sync();
     let broken_contents: [(&str, Vec<u8>); 3] = [
         ("not wasm", b"this is not a component".to_vec()),
-        ("truncated (still being written)", v2()[..v2().len() / 2].to_vec()),
+        (
+            "truncated (still being written)",
+            v2()[..v2().len() / 2].to_vec(),
+        ),
         (
             "another contract",
             std::fs::read(test_plugin("wrong-contract")).unwrap(),
@@ -231,7 +244,10 @@ fn broken_content_keeps_the_previous_version_until_good_content_arrives() {
         assert_eq!(fixture.reloads("rejected"), expected_rejections, "{what}");
     }
     std::fs::write(&path, v2()).unwrap();
-    assert!(matches!(fixture.sync().as_slice(), [Proposal::Replace { .. }]));
+    assert!(matches!(
+        fixture.sync().as_slice(),
+        [Proposal::Replace { .. }]
+    ));
     assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v2())));
 }
 
@@ -291,7 +307,9 @@ fn a_rejected_proposal_leaves_the_old_version_serving() {
     std::fs::write(&path, v2()).unwrap();
     let proposals = fixture.registry.scan().unwrap();
     // E.g. the new CRD could not be installed.
-    fixture.registry.reject(&proposals[0], &"the CRD was refused");
+    fixture
+        .registry
+        .reject(&proposals[0], &"the CRD was refused");
     assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v1())));
     assert_eq!(fixture.reloads("rejected"), 1);
     assert!(
@@ -339,7 +357,11 @@ fn content_the_cache_has_not_seen_serves_a_baseline_build_then_the_optimized_one
         parent: r#"{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"m","namespace":"ns","uid":"u"},"spec":{"size":2}}"#.into(),
         observed: vec![],
     };
-    let baseline = plugin.compiled.reconcile(&request, "test").unwrap().unwrap();
+    let baseline = plugin
+        .compiled
+        .reconcile(&request, "test")
+        .unwrap()
+        .unwrap();
     let fast = optimized
         .compiled
         .reconcile(&request, "test")
@@ -395,7 +417,10 @@ async fn the_watcher_signals_each_kind_of_change_and_is_quiet_otherwise() {
         "a read made a signal"
     );
     std::fs::write(&path, v2()).unwrap();
-    assert!(next_signal(&mut signals, settle).await.is_some(), "in place");
+    assert!(
+        next_signal(&mut signals, settle).await.is_some(),
+        "in place"
+    );
     drain(&mut signals, Duration::from_millis(200)).await;
     write_by_rename(&path, &v1());
     assert!(next_signal(&mut signals, settle).await.is_some(), "rename");
@@ -453,11 +478,16 @@ async fn a_burst_of_writes_becomes_one_reload_of_the_final_content() {
     .await
     .unwrap();
     assert_eq!(
-        extra, 0,
+        extra,
+        0,
         "a burst written in {written:?} gave {} signals",
         extra + 1
     );
-    assert_eq!(fixture.reloads("rejected"), 0, "no half-written content was loaded");
+    assert_eq!(
+        fixture.reloads("rejected"),
+        0,
+        "no half-written content was loaded"
+    );
     assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v2())));
     assert!(fixture.tier_ups.try_recv().is_err());
 }

@@ -90,6 +90,7 @@ impl Host {
                 resync: Duration::from_secs(300),
                 concurrency: 16,
             },
+            policy: Default::default(),
         };
         let metrics = Arc::new(Metrics::new());
         let (stop, stopped) = oneshot::channel::<()>();

@@ -35,6 +35,7 @@ use tokio::sync::Semaphore;
 use crate::metrics::Metrics;
 use crate::plan::{MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL};
 use crate::plugin::{KindRef, Plugin};
+use crate::policy::Policy;
 use crate::registry::{Proposal, Registry};
 use crate::runtime::Runtime;
 use crate::watch;
@@ -72,6 +73,8 @@ pub struct RunConfig {
     pub install_crds: bool,
     pub metrics_addr: Option<SocketAddr>,
     pub controllers: ControllerConfig,
+    /// What each plugin may produce, and its limits ([`Policy::default`]: the safe defaults).
+    pub policy: Arc<Policy>,
 }
 
 /// How each plugin's controllers run.
@@ -100,6 +103,8 @@ pub struct PluginContext {
     pub call_slots: Arc<Semaphore>,
     /// Consecutive failures per parent, for exponential backoff.
     pub failures: std::sync::Mutex<HashMap<String, u32>>,
+    /// Checked on every plan before anything is written.
+    pub policy: Arc<Policy>,
 }
 
 /// Applies the plugin's CRD and waits until the API server serves it.
@@ -170,17 +175,37 @@ impl std::fmt::Debug for PluginController {
 }
 
 impl PluginController {
-    /// Starts the controllers of `plugin`.
+    /// Starts the controllers of `plugin` under the default policy.
     pub fn start(
         client: &Client,
         plugin: Arc<Plugin>,
         config: &ControllerConfig,
         metrics: &Arc<Metrics>,
     ) -> Self {
-        let current = Arc::new(ArcSwap::new(plugin));
+        Self::start_with_policy(
+            client,
+            plugin,
+            config,
+            &Arc::new(Policy::default()),
+            metrics,
+        )
+    }
+
+    /// Starts the controllers of `plugin` under `policy`: only the child kinds it allows
+    /// are watched, and every plan is checked against it.
+    pub fn start_with_policy(
+        client: &Client,
+        plugin: Arc<Plugin>,
+        config: &ControllerConfig,
+        policy: &Arc<Policy>,
+        metrics: &Arc<Metrics>,
+    ) -> Self {
+        let current = Arc::new(ArcSwap::new(plugin.clone()));
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let call_slots = Arc::new(Semaphore::new(
-            std::thread::available_parallelism().map_or(2, |n| n.get() * 2),
+            policy
+                .max_concurrent_calls(&plugin.decl.name)
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get() * 2)),
         ));
         let scopes: Vec<Option<String>> = if config.namespaces.is_empty() {
             vec![None]
@@ -196,8 +221,13 @@ impl PluginController {
                 let _ = stopped.wait_for(|stop| *stop).await;
             };
             let plugin = current.load_full();
-            let (controller, child_stores) =
-                build_controller(client, &plugin, namespace.as_deref(), config.concurrency);
+            let (controller, child_stores) = build_controller(
+                client,
+                &plugin,
+                &policy.allowed_children(&plugin.decl),
+                namespace.as_deref(),
+                config.concurrency,
+            );
             let context = Arc::new(PluginContext {
                 plugin: current.clone(),
                 client: client.clone(),
@@ -213,6 +243,7 @@ impl PluginController {
                 resync: config.resync,
                 call_slots: call_slots.clone(),
                 failures: Default::default(),
+                policy: policy.clone(),
             });
             let scope = namespace.unwrap_or_else(|| "all namespaces".into());
             tracing::info!(plugin = %plugin.decl.name, parent = %plugin.decl.parent, children = plugin.decl.children.len(), %scope, "controller starting");
@@ -266,10 +297,11 @@ impl PluginController {
 }
 
 /// A controller of `plugin`'s parent kind in `namespace` (or all), fed by the watches of
-/// its children (only those the host manages for this plugin), and the caches of those.
+/// its `children` kinds (only objects the host manages for this plugin), and their caches.
 fn build_controller(
     client: &Client,
     plugin: &Plugin,
+    children: &[KindRef],
     namespace: Option<&str>,
     concurrency: u16,
 ) -> (
@@ -285,7 +317,7 @@ fn build_controller(
     .with_config(controller::Config::default().concurrency(concurrency));
     let selector = managed_children_selector(&decl.name);
     let mut child_stores = Vec::new();
-    for kind in &decl.children {
+    for kind in children {
         let writer = Writer::new(kind.api_resource());
         let store = writer.as_reader();
         let stream = reflector::reflector(
@@ -374,10 +406,11 @@ impl Supervisor {
     }
 
     fn start(&mut self, path: PathBuf, plugin: Arc<Plugin>) {
-        let controller = PluginController::start(
+        let controller = PluginController::start_with_policy(
             &self.client,
             plugin,
             &self.config.controllers,
+            &self.config.policy,
             &self.metrics,
         );
         self.controllers.insert(path, controller);
@@ -391,8 +424,7 @@ impl Supervisor {
     }
 
     async fn stop_all(self) {
-        futures::future::join_all(self.controllers.into_values().map(PluginController::stop))
-            .await;
+        futures::future::join_all(self.controllers.into_values().map(PluginController::stop)).await;
     }
 }
 
@@ -429,12 +461,9 @@ pub async fn run_with_metrics(
     // Watch before the first scan, so a change made during it is not missed.
     let (_watcher, mut dir_changed) = watch::watch_dir(&dir, watch::DEFAULT_DEBOUNCE)?;
     let (tier_ups, mut tiered_up) = tokio::sync::mpsc::unbounded_channel();
-    let registry = Arc::new(Mutex::new(Registry::new(
-        runtime,
-        &dir,
-        metrics.clone(),
-        tier_ups,
-    )));
+    let registry = Arc::new(Mutex::new(
+        Registry::new(runtime, &dir, metrics.clone(), tier_ups).with_policy(config.policy.clone()),
+    ));
     let mut supervisor = Supervisor {
         client,
         config,
@@ -466,7 +495,9 @@ pub async fn run_with_metrics(
 
 fn lock(registry: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
     // A panic while holding the lock leaves the registry as it was before that change.
-    registry.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    registry
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 async fn shutdown_signal() {

@@ -195,6 +195,13 @@ async fn reconcile_parent(
     tracing::trace!(parent = %parent_key(parent), observed = observed.len(), "caches ready");
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
     let plan = call_plan(ctx, plugin, parent_json.clone(), observed.clone()).await?;
+    ctx.policy
+        .check(
+            decl,
+            parent.namespace().as_deref().unwrap_or("default"),
+            &plan,
+        )
+        .map_err(PlanError::from)?;
     let applied = apply_children(parent, ctx, plugin, &plan, &observed).await?;
     prune_children(parent, ctx, plugin, &plan).await?;
     write_status(parent, &api, &parent_json, plan.status.clone()).await?;

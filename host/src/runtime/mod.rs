@@ -236,7 +236,14 @@ impl Runtime {
         let (component, cache) =
             self.cache
                 .load_or_compile(&self.optimized.engine, path, bytes, &content_hash)?;
-        self.finish_load(Tier::Optimized, path, component, content_hash, bytes.len(), cache)
+        self.finish_load(
+            Tier::Optimized,
+            path,
+            component,
+            content_hash,
+            bytes.len(),
+            cache,
+        )
     }
 
     /// The quickest way to a callable plugin: the cached Cranelift artifact if there is
@@ -315,13 +322,14 @@ impl Runtime {
             Tier::Baseline => &self.baseline,
             Tier::Optimized => &self.optimized,
         };
-        let pre = compiler
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| Error::WrongContract {
-                path: path.to_path_buf(),
-                detail: format!("it imports something the host does not provide: {e:#}"),
-            })?;
+        let pre =
+            compiler
+                .linker
+                .instantiate_pre(&component)
+                .map_err(|e| Error::WrongContract {
+                    path: path.to_path_buf(),
+                    detail: format!("it imports something the host does not provide: {e:#}"),
+                })?;
         let pre = ReconcilerPre::new(pre).map_err(|e| Error::WrongContract {
             path: path.to_path_buf(),
             detail: describe_exports(&compiler.engine, &component, e),

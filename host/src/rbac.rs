@@ -1,0 +1,250 @@
+//! The ClusterRole the host needs to serve a set of plugins under a policy.
+//!
+//! [`cluster_role`] is a pure function of the plugins' declarations and the policy:
+//!
+//! - each parent kind: `get`, `list`, `watch`, `patch`, `update` (the finalizer), the same
+//!   on `<plural>/finalizers` (owner references with `blockOwnerDeletion` need it where the
+//!   `OwnerReferencesPermissionEnforcement` admission plugin runs), and `get`, `patch`,
+//!   `update` on `<plural>/status`;
+//! - each child kind the policy allows: `get`, `list`, `watch`, `create`, `patch`, `update`,
+//!   `delete` (kinds the policy forbids are never watched nor applied, so they get nothing);
+//! - `events` in the core group and in `events.k8s.io`: `create`, `patch`;
+//! - with `--install-crds`, `customresourcedefinitions`: `get`, `list`, `watch`, `create`,
+//!   `patch`.
+//!
+//! The host takes no leases (there is no leader election), so there is no
+//! `coordination.k8s.io` rule. Rules are merged per API group (resources with the same verbs
+//! share a rule), groups sorted with the core group first, verbs in a fixed order.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::plugin::Declaration;
+use crate::policy::Policy;
+
+/// The default name of the ClusterRole.
+pub const DEFAULT_NAME: &str = "operator-host";
+
+/// The order verbs are written in.
+const VERB_ORDER: [&str; 7] = [
+    "get", "list", "watch", "create", "patch", "update", "delete",
+];
+
+const PARENT_VERBS: &[&str] = &["get", "list", "watch", "patch", "update"];
+const FINALIZER_VERBS: &[&str] = &["patch", "update"];
+const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
+const CHILD_VERBS: &[&str] = &[
+    "get", "list", "watch", "create", "patch", "update", "delete",
+];
+const EVENT_VERBS: &[&str] = &["create", "patch"];
+const CRD_VERBS: &[&str] = &["get", "list", "watch", "create", "patch"];
+
+/// What else the role must cover.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The ClusterRole's name.
+    pub name: String,
+    /// Whether the host installs the plugins' CRDs (`run --install-crds`).
+    pub install_crds: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            name: DEFAULT_NAME.into(),
+            install_crds: false,
+        }
+    }
+}
+
+/// The ClusterRole `operator-host run` needs to serve `plugins` under `policy`.
+pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options) -> ClusterRole {
+    // group -> resource -> verbs
+    let mut grants: BTreeMap<String, BTreeMap<String, BTreeSet<&'static str>>> = BTreeMap::new();
+    let mut grant = |group: &str, resource: String, verbs: &[&'static str]| {
+        grants
+            .entry(group.to_string())
+            .or_default()
+            .entry(resource)
+            .or_default()
+            .extend(verbs.iter().copied());
+    };
+    for decl in plugins {
+        let parent = &decl.parent;
+        grant(&parent.group, parent.plural.clone(), PARENT_VERBS);
+        grant(
+            &parent.group,
+            format!("{}/finalizers", parent.plural),
+            FINALIZER_VERBS,
+        );
+        grant(
+            &parent.group,
+            format!("{}/status", parent.plural),
+            STATUS_VERBS,
+        );
+        for child in policy.allowed_children(decl) {
+            grant(&child.group, child.plural.clone(), CHILD_VERBS);
+        }
+    }
+    grant("", "events".into(), EVENT_VERBS);
+    grant("events.k8s.io", "events".into(), EVENT_VERBS);
+    if options.install_crds {
+        grant(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions".into(),
+            CRD_VERBS,
+        );
+    }
+
+    let mut rules = Vec::new();
+    for (group, resources) in grants {
+        // verbs (in VERB_ORDER) -> resources, so resources with the same verbs share a rule.
+        let mut by_verbs: BTreeMap<Vec<usize>, Vec<String>> = BTreeMap::new();
+        for (resource, verbs) in resources {
+            let key = VERB_ORDER
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| verbs.contains(*v))
+                .map(|(i, _)| i)
+                .collect();
+            by_verbs.entry(key).or_default().push(resource);
+        }
+        let mut group_rules: Vec<PolicyRule> = by_verbs
+            .into_iter()
+            .map(|(verbs, resources)| PolicyRule {
+                api_groups: Some(vec![group.clone()]),
+                resources: Some(resources),
+                verbs: verbs
+                    .into_iter()
+                    .map(|i| VERB_ORDER[i].to_string())
+                    .collect(),
+                ..PolicyRule::default()
+            })
+            .collect();
+        group_rules.sort_by(|a, b| a.resources.cmp(&b.resources));
+        rules.extend(group_rules);
+    }
+    ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(options.name.clone()),
+            labels: Some(BTreeMap::from([(
+                "app.kubernetes.io/name".to_string(),
+                "operator-host".to_string(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        rules: Some(rules),
+        ..ClusterRole::default()
+    }
+}
+
+/// The ClusterRole as a YAML document, with a comment naming the plugins it serves.
+pub fn to_yaml(role: &ClusterRole, plugins: &[Declaration]) -> Result<String, serde_yaml::Error> {
+    let mut out = String::from("# The ClusterRole operator-host needs to serve:\n");
+    for decl in plugins {
+        out.push_str(&format!(
+            "#   {}@{} (sha256:{}), parent {}\n",
+            decl.name,
+            decl.version,
+            &decl.content_hash[..decl.content_hash.len().min(12)],
+            decl.parent
+        ));
+    }
+    out.push_str(
+        "# No coordination.k8s.io leases: the host does not use leader election.\n\
+         # Bind it to the host's ServiceAccount with a ClusterRoleBinding.\n",
+    );
+    out.push_str(&serde_yaml::to_string(role)?);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::KindRef;
+
+    fn kind(group: &str, kind: &str, plural: &str) -> KindRef {
+        KindRef {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            namespaced: true,
+        }
+    }
+
+    fn declaration(name: &str, parent: KindRef, children: Vec<KindRef>) -> Declaration {
+        Declaration {
+            name: name.into(),
+            version: "0.1.0".into(),
+            content_hash: "0123456789abcdef".into(),
+            parent,
+            children,
+            needs_finalize: false,
+            crd: Default::default(),
+        }
+    }
+
+    fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
+        PolicyRule {
+            api_groups: Some(vec![group.into()]),
+            resources: Some(resources.iter().map(ToString::to_string).collect()),
+            verbs: verbs.iter().map(ToString::to_string).collect(),
+            ..PolicyRule::default()
+        }
+    }
+
+    #[test]
+    fn rules_are_merged_per_group_in_a_stable_order() {
+        let plugins = [
+            declaration(
+                "b",
+                kind("b.example.com", "B", "bs"),
+                vec![
+                    kind("", "Service", "services"),
+                    kind("", "Secret", "secrets"),
+                ],
+            ),
+            declaration(
+                "a",
+                kind("a.example.com", "A", "as"),
+                vec![
+                    kind("apps", "Deployment", "deployments"),
+                    kind("", "Service", "services"),
+                ],
+            ),
+        ];
+        let role = cluster_role(
+            &plugins,
+            &Policy::default(),
+            &Options {
+                name: "x".into(),
+                install_crds: true,
+            },
+        );
+        assert_eq!(role.metadata.name.as_deref(), Some("x"));
+        let all = CHILD_VERBS;
+        assert_eq!(
+            role.rules.unwrap(),
+            [
+                rule("", &["events"], EVENT_VERBS),
+                rule("", &["services"], all),
+                rule("a.example.com", &["as"], PARENT_VERBS),
+                rule("a.example.com", &["as/finalizers"], FINALIZER_VERBS),
+                rule("a.example.com", &["as/status"], STATUS_VERBS),
+                rule(
+                    "apiextensions.k8s.io",
+                    &["customresourcedefinitions"],
+                    CRD_VERBS
+                ),
+                rule("apps", &["deployments"], all),
+                rule("b.example.com", &["bs"], PARENT_VERBS),
+                rule("b.example.com", &["bs/finalizers"], FINALIZER_VERBS),
+                rule("b.example.com", &["bs/status"], STATUS_VERBS),
+                rule("events.k8s.io", &["events"], EVENT_VERBS),
+            ]
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! `operator-host rbac`: the ClusterRole for the memcached plugin, with and without a policy.
+
+mod util;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use util::{example_plugin, shared_cache_dir};
+
+fn operator_host(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_operator-host"))
+        .args(args)
+        .arg("--cache-dir")
+        .arg(shared_cache_dir())
+        .output()
+        .expect("the binary runs")
+}
+
+fn rbac(extra: &[&str]) -> (ClusterRole, String) {
+    let plugin = example_plugin("memcached");
+    let mut args = vec!["rbac", plugin.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let output = operator_host(&args);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let role: ClusterRole = serde_yaml::from_str(&stdout).expect("the output is a ClusterRole");
+    (role, stdout)
+}
+
+fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.into()]),
+        resources: Some(resources.iter().map(ToString::to_string).collect()),
+        verbs: verbs.iter().map(ToString::to_string).collect(),
+        ..PolicyRule::default()
+    }
+}
+
+const CHILD: &[&str] = &[
+    "get", "list", "watch", "create", "patch", "update", "delete",
+];
+const EVENTS: &[&str] = &["create", "patch"];
+
+fn parent_rules() -> Vec<PolicyRule> {
+    vec![
+        rule(
+            "cache.example.com",
+            &["memcacheds"],
+            &["get", "list", "watch", "patch", "update"],
+        ),
+        rule(
+            "cache.example.com",
+            &["memcacheds/finalizers"],
+            &["patch", "update"],
+        ),
+        rule(
+            "cache.example.com",
+            &["memcacheds/status"],
+            &["get", "patch", "update"],
+        ),
+    ]
+}
+
+fn policy_file(dir: &tempfile::TempDir, body: &str) -> String {
+    let path = dir.path().join("policy.yaml");
+    std::fs::write(
+        &path,
+        format!("apiVersion: operator-host.dev/v1alpha1\nkind: Policy\n{body}"),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn the_memcached_role_has_exactly_the_expected_rules() {
+    let (role, text) = rbac(&[]);
+    assert_eq!(role.metadata.name.as_deref(), Some("operator-host"));
+    let mut expected = vec![
+        rule("", &["events"], EVENTS),
+        rule("", &["services"], CHILD),
+        rule("apps", &["deployments"], CHILD),
+    ];
+    expected.extend(parent_rules());
+    expected.push(rule("events.k8s.io", &["events"], EVENTS));
+    assert_eq!(role.rules.unwrap(), expected);
+    assert!(text.contains("memcached@"), "{text}");
+    assert!(text.contains("# No coordination.k8s.io leases"), "{text}");
+}
+
+#[test]
+fn install_crds_and_name_add_to_the_role() {
+    let (role, _) = rbac(&["--install-crds", "--name", "my-host"]);
+    assert_eq!(role.metadata.name.as_deref(), Some("my-host"));
+    let rules = role.rules.unwrap();
+    assert!(rules.contains(&rule(
+        "apiextensions.k8s.io",
+        &["customresourcedefinitions"],
+        &["get", "list", "watch", "create", "patch"],
+    )));
+    assert_eq!(rules.len(), 8);
+}
+
+#[test]
+fn a_kind_the_policy_forbids_gets_no_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = policy_file(
+        &dir,
+        "plugins:\n  memcached:\n    kinds: [apps/v1/Deployment]\n",
+    );
+    let (role, _) = rbac(&["--policy", &policy]);
+    let mut expected = vec![
+        rule("", &["events"], EVENTS),
+        rule("apps", &["deployments"], CHILD),
+    ];
+    expected.extend(parent_rules());
+    expected.push(rule("events.k8s.io", &["events"], EVENTS));
+    assert_eq!(role.rules.unwrap(), expected);
+}
+
+#[test]
+fn bad_policies_and_refused_plugins_exit_2_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = example_plugin("memcached");
+    let plugin = plugin.to_str().unwrap();
+    for (body, parts) in [
+        (
+            "defaults:\n  allowSecret: true\n",
+            &["policy.yaml", "allowSecret"][..],
+        ),
+        (
+            "plugins:\n  memcached:\n    kinds: [v1/ConfigMap]\n",
+            &["refuses plugin memcached", "none of the child kinds"],
+        ),
+    ] {
+        let policy = policy_file(&dir, body);
+        let output = operator_host(&["rbac", plugin, "--policy", &policy]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        for part in parts {
+            assert!(stderr.contains(part), "expected {part:?} in {stderr}");
+        }
+    }
+    let output = operator_host(&["rbac", plugin, "--policy", "/nonexistent/p.yaml"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(Path::new(plugin).exists());
+}
