@@ -44,6 +44,7 @@ fmt:
 
 bench: test-plugins
 	cargo bench -p operator-host --bench sandbox
+	cargo bench -p operator-host --bench reload
 
 cluster:
 	deploy/devcluster/start.sh
@@ -59,6 +60,8 @@ clean:
 demo:
 	deploy/demo.sh
 
-# The convergence benchmark: N Memcached CRs, the wasm host vs a native kube-rs controller.
-bench-cluster: plugins
+# Benchmarks on the devcluster: N Memcached CRs, the wasm host vs a native kube-rs
+# controller; and re-convergence after a hot swap vs convergence from scratch.
+bench-cluster: test-plugins
 	cargo bench -p operator-host-tests --bench convergence
+	cargo bench -p operator-host-tests --bench hot_swap

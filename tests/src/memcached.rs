@@ -1,7 +1,16 @@
 //! The Memcached custom resource as the integration tests create and read it.
 
-use kube::Api;
-use kube::api::{ApiResource, DynamicObject, PostParams};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
+use kube::{Api, ResourceExt};
+
+use crate::devcluster::TestNamespace;
+
+/// The annotation the v2 build of the Memcached plugin puts on every child.
+pub const VARIANT_ANNOTATION: &str = "cache.example.com/plugin-variant";
 use serde_json::{Value, json};
 
 /// The API resource of `Memcached` (group `cache.example.com`).
@@ -38,4 +47,31 @@ pub fn reconciled_condition(cr: &DynamicObject) -> Value {
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["type"] == "Reconciled").cloned())
         .unwrap_or(Value::Null)
+}
+
+/// The UIDs of the Memcached plugin's Deployments and Services in `ns` (by `Kind/name`), and
+/// how many of them carry `annotation`.
+pub async fn managed_children(
+    ns: &TestNamespace,
+    annotation: &str,
+) -> (BTreeMap<String, String>, usize) {
+    let mut uids = BTreeMap::new();
+    let mut annotated = 0;
+    let params = ListParams::default()
+        .labels("app.kubernetes.io/managed-by=operator-host,operator-host.dev/plugin=memcached");
+    for deployment in ns.api::<Deployment>().list(&params).await.unwrap() {
+        annotated += usize::from(deployment.annotations().contains_key(annotation));
+        uids.insert(
+            format!("Deployment/{}", deployment.name_any()),
+            deployment.uid().unwrap_or_default(),
+        );
+    }
+    for service in ns.api::<Service>().list(&params).await.unwrap() {
+        annotated += usize::from(service.annotations().contains_key(annotation));
+        uids.insert(
+            format!("Service/{}", service.name_any()),
+            service.uid().unwrap_or_default(),
+        );
+    }
+    (uids, annotated)
 }

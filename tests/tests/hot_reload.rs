@@ -1,46 +1,22 @@
 //! Hot reload against the real API server: swap v1 -> v2 under 100 parents, a corrupt file,
 //! and removing a plugin.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
 use kube::api::{DynamicObject, ListParams};
 use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
-use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
+use operator_host_tests::memcached::{
+    VARIANT_ANNOTATION, create, managed_children, memcached_resource, reconciled_condition,
+};
 use serde_json::json;
-
-const VARIANT_ANNOTATION: &str = "cache.example.com/plugin-variant";
 
 /// Replaces `path` the way `cp new.wasm path` does: truncate and write in place.
 fn copy_over(from: &Path, to: &Path) {
     std::fs::copy(from, to).unwrap();
-}
-
-/// UIDs of the children in the namespace that carry the v2 annotation, and of all of them.
-async fn children(ns: &TestNamespace) -> (BTreeMap<String, String>, usize) {
-    let mut uids = BTreeMap::new();
-    let mut v2 = 0;
-    let params = ListParams::default().labels("app.kubernetes.io/managed-by=operator-host,operator-host.dev/plugin=memcached");
-    for deployment in ns.api::<Deployment>().list(&params).await.unwrap() {
-        v2 += usize::from(deployment.annotations().get(VARIANT_ANNOTATION).is_some());
-        uids.insert(
-            format!("Deployment/{}", deployment.name_any()),
-            deployment.uid().unwrap(),
-        );
-    }
-    for service in ns.api::<Service>().list(&params).await.unwrap() {
-        v2 += usize::from(service.annotations().get(VARIANT_ANNOTATION).is_some());
-        uids.insert(
-            format!("Service/{}", service.name_any()),
-            service.uid().unwrap(),
-        );
-    }
-    (uids, v2)
 }
 
 #[tokio::test]
@@ -60,7 +36,7 @@ async fn replacing_the_plugin_file_converges_every_parent_to_the_new_version_and
         create(&api, &memcached_resource(), &format!("cache-{i}"), json!({"size": 0})).await;
     }
     let v1_children = wait_for("100 sets of v1 children", Duration::from_secs(120), || async {
-        let (uids, v2) = children(&ns).await;
+        let (uids, v2) = managed_children(&ns, VARIANT_ANNOTATION).await;
         assert_eq!(v2, 0, "v1 does not annotate children");
         Ok((uids.len() == 2 * N).then_some(uids))
     })
@@ -71,7 +47,7 @@ async fn replacing_the_plugin_file_converges_every_parent_to_the_new_version_and
     let swapped = Instant::now();
     copy_over(&plugin_path("test-plugins", "memcached-v2"), &live);
     let v2_children = wait_for("100 sets of v2 children", Duration::from_secs(120), || async {
-        let (uids, v2) = children(&ns).await;
+        let (uids, v2) = managed_children(&ns, VARIANT_ANNOTATION).await;
         Ok((v2 == 2 * N).then_some(uids))
     })
     .await
