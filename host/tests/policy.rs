@@ -1,0 +1,69 @@
+//! The policy at plugin load: the registry admits plugins under it and gives them its limits.
+
+mod util;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use operator_host::metrics::Metrics;
+use operator_host::policy::Policy;
+use operator_host::registry::{Proposal, Registry};
+use operator_host::runtime::Limits;
+use tokio::sync::mpsc::unbounded_channel;
+use util::{runtime_with, test_plugin};
+
+fn policy(body: &str) -> Policy {
+    Policy::parse(
+        &format!("apiVersion: operator-host.dev/v1alpha1\nkind: Policy\n{body}"),
+        Path::new("policy.yaml"),
+    )
+    .unwrap()
+}
+
+/// Scans a directory holding the memcached plugin with a registry under `policy`.
+fn scan(policy: Policy) -> Vec<Proposal> {
+    let runtime = runtime_with(Limits::default());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        test_plugin("memcached-v1"),
+        dir.path().join("memcached.wasm"),
+    )
+    .unwrap();
+    let (sender, _receiver) = unbounded_channel();
+    let mut registry = Registry::new(runtime, dir.path(), Arc::new(Metrics::new()), sender)
+        .with_policy(Arc::new(policy));
+    registry.scan().unwrap()
+}
+
+#[test]
+fn plugins_get_the_limits_of_the_policy() {
+    let base = Limits {
+        max_memory_bytes: 32 << 20,
+        ..Limits::default()
+    };
+    let policy = policy("plugins:\n  memcached:\n    limits: {callTimeoutMs: 250}\n")
+        .with_default_limits(&base);
+    let proposals = scan(policy);
+    let [Proposal::Add { plugin }] = proposals.as_slice() else {
+        panic!("expected one added plugin, got {proposals:?}");
+    };
+    let limits = plugin.compiled.limits();
+    assert_eq!(limits.call_timeout, Duration::from_millis(250));
+    assert_eq!(limits.max_memory_bytes, 32 << 20);
+    assert_eq!(
+        limits.max_response_bytes,
+        Limits::default().max_response_bytes
+    );
+}
+
+#[test]
+fn a_plugin_whose_child_kinds_are_all_forbidden_is_refused() {
+    let proposals = scan(policy(
+        "plugins:\n  memcached:\n    kinds: [v1/ConfigMap]\n",
+    ));
+    assert!(proposals.is_empty(), "{proposals:?}");
+    // Another plugin's entry does not concern it.
+    let proposals = scan(policy("plugins:\n  other:\n    kinds: [v1/ConfigMap]\n"));
+    assert_eq!(proposals.len(), 1);
+}
