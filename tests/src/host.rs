@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use operator_host::controller::{self, ControllerConfig, RunConfig};
 use operator_host::metrics::Metrics;
+use operator_host::policy::Policy;
 use operator_host::runtime::{Runtime, RuntimeConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -55,10 +56,16 @@ impl Host {
     /// binaries) never see each other's objects. The plugin is copied into a directory of
     /// its own; panics if it is not served.
     pub async fn start(plugin: PathBuf, namespace: &str) -> Host {
+        Host::start_with_policy(plugin, namespace, Policy::default()).await
+    }
+
+    /// [`Host::start`] under `policy`.
+    pub async fn start_with_policy(plugin: PathBuf, namespace: &str, policy: Policy) -> Host {
         let dir = tempfile::tempdir().expect("a temporary plugin directory");
         let name = plugin.file_name().expect("the plugin path names a file");
         std::fs::copy(&plugin, dir.path().join(name)).expect("the plugin is copied");
-        let mut host = Host::start_dir(dir.path().to_path_buf(), &[namespace]).await;
+        let mut host =
+            Host::start_dir_with_policy(dir.path().to_path_buf(), &[namespace], policy).await;
         host._plugins_dir = Some(dir);
         let served = host.metrics.encode();
         assert!(
@@ -72,6 +79,15 @@ impl Host {
     /// Runs the host over `plugins_dir` (installing CRDs) in `namespaces`; returns once the
     /// plugins present at start are served.
     pub async fn start_dir(plugins_dir: PathBuf, namespaces: &[&str]) -> Host {
+        Host::start_dir_with_policy(plugins_dir, namespaces, Policy::default()).await
+    }
+
+    /// [`Host::start_dir`] under `policy`.
+    pub async fn start_dir_with_policy(
+        plugins_dir: PathBuf,
+        namespaces: &[&str],
+        policy: Policy,
+    ) -> Host {
         // The host's logs appear in the output of a failing test (RUST_LOG to change the filter).
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -90,7 +106,7 @@ impl Host {
                 resync: Duration::from_secs(300),
                 concurrency: 16,
             },
-            policy: Default::default(),
+            policy: Arc::new(policy),
         };
         let metrics = Arc::new(Metrics::new());
         let (stop, stopped) = oneshot::channel::<()>();
