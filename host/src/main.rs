@@ -116,6 +116,9 @@ enum Command {
         /// The time used to stamp condition transitions (RFC 3339); default: now.
         #[arg(long)]
         now: Option<String>,
+        /// Check the plan against this policy file, as `run --policy` does.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
     },
     /// Print the CRD of a plugin's parent kind as YAML.
     Crd {
@@ -184,6 +187,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // The policy's limits apply on top of the command line's; its largest memory limit
     // sizes the runtime's instance slots.
     let mut config = runtime_config(&cli.runtime);
+    // `render` checks a policy only when it is given one.
+    let render_policy = match &cli.command {
+        Command::Render {
+            policy: Some(path), ..
+        } => Some(Policy::load(path)?),
+        _ => None,
+    };
     let policy = match &cli.command {
         Command::Run { policy, .. } | Command::Rbac { policy, .. } => {
             let policy = match policy {
@@ -237,10 +247,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             observed,
             output,
             now,
+            policy: _,
         } => {
             let plugin = load(&runtime, &plugin)?;
             let now = now.unwrap_or_else(now_rfc3339);
-            let plan = render::render(&plugin, &cr, observed.as_deref(), &now)?;
+            let plan = render::render_with_policy(
+                &plugin,
+                render_policy.as_ref(),
+                &cr,
+                observed.as_deref(),
+                &now,
+            )?;
             match output {
                 Format::Yaml => print!("{}", render::to_yaml_stream(&plan)),
                 Format::Json => {

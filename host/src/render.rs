@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::plan::{self, Plan, PlanError};
 use crate::plugin::Plugin;
+use crate::policy::Policy;
 
 /// Why a CR could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +54,17 @@ pub fn render(
     observed_path: Option<&Path>,
     now: &str,
 ) -> Result<Plan, Error> {
+    render_with_policy(plugin, None, cr_path, observed_path, now)
+}
+
+/// [`render`], and with a policy, the plan checked against it as `run` does.
+pub fn render_with_policy(
+    plugin: &Plugin,
+    policy: Option<&Policy>,
+    cr_path: &Path,
+    observed_path: Option<&Path>,
+    now: &str,
+) -> Result<Plan, Error> {
     let mut documents = read_yaml_documents(cr_path)?;
     if documents.len() != 1 {
         return Err(Error::DocumentCount {
@@ -82,10 +94,20 @@ pub fn render(
             .collect(),
         None => Vec::new(),
     };
-    plan::plan(plugin, &parent, &observed, now).map_err(|source| Error::Plan {
+    let plan_error = |source| Error::Plan {
         path: cr_path.to_path_buf(),
         source,
-    })
+    };
+    let plan = plan::plan(plugin, &parent, &observed, now).map_err(plan_error)?;
+    if let Some(policy) = policy {
+        let namespace = parent["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default");
+        policy
+            .check(&plugin.decl, namespace, &plan)
+            .map_err(|violation| plan_error(violation.into()))?;
+    }
+    Ok(plan)
 }
 
 /// The non-empty YAML documents of a file, as JSON values.

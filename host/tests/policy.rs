@@ -67,3 +67,42 @@ fn a_plugin_whose_child_kinds_are_all_forbidden_is_refused() {
     let proposals = scan(policy("plugins:\n  other:\n    kinds: [v1/ConfigMap]\n"));
     assert_eq!(proposals.len(), 1);
 }
+
+/// `render --policy` checks the plan as `run` does; exit code 1 for a violation.
+#[test]
+fn render_checks_the_plan_against_a_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.yaml");
+    let render = |body: &str| {
+        std::fs::write(
+            &path,
+            format!("apiVersion: operator-host.dev/v1alpha1\nkind: Policy\n{body}"),
+        )
+        .unwrap();
+        std::process::Command::new(env!("CARGO_BIN_EXE_operator-host"))
+            .arg("render")
+            .arg(util::example_plugin("memcached"))
+            .arg(util::repo_root().join("examples/memcached.yaml"))
+            .arg("--policy")
+            .arg(&path)
+            .arg("--cache-dir")
+            .arg(util::shared_cache_dir())
+            .output()
+            .unwrap()
+    };
+    let output = render("defaults:\n  maxChildren: 2\n");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let output = render("defaults:\n  maxChildren: 1\n");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("policy violation") && stderr.contains("at most 1"),
+        "{stderr}"
+    );
+    let output = render("defaults:\n  maxChildren: nope\n");
+    assert_eq!(output.status.code(), Some(2));
+}
