@@ -31,10 +31,13 @@ async fn run(n: usize) -> anyhow::Result<()> {
 
     let started = Instant::now();
     let names: Vec<String> = (0..n).map(|i| format!("cache-{i}")).collect();
+    let resource = memcached_resource();
     for batch in names.chunks(CREATES_IN_FLIGHT) {
-        futures::future::join_all(batch.iter().map(|name| {
-            create(&api, &memcached_resource(), name, json!({"size": 0}))
-        }))
+        futures::future::join_all(
+            batch
+                .iter()
+                .map(|name| create(&api, &resource, name, json!({"size": 0}))),
+        )
         .await;
     }
     wait_for("every parent's v1 children", timeout, || async {
@@ -69,8 +72,14 @@ async fn main() -> anyhow::Result<()> {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let sizes = if sizes.is_empty() { vec![100, 1000] } else { sizes };
-    println!("hot swap: memcached v1 -> v2, spec.size = 0, release build, {CREATES_IN_FLIGHT} creates in flight");
+    let sizes = if sizes.is_empty() {
+        vec![100, 1000]
+    } else {
+        sizes
+    };
+    println!(
+        "hot swap: memcached v1 -> v2, spec.size = 0, release build, {CREATES_IN_FLIGHT} creates in flight"
+    );
     for n in sizes {
         run(n).await?;
     }

@@ -33,23 +33,37 @@ async fn replacing_the_plugin_file_converges_every_parent_to_the_new_version_and
 
     let started = Instant::now();
     for i in 0..N {
-        create(&api, &memcached_resource(), &format!("cache-{i}"), json!({"size": 0})).await;
+        create(
+            &api,
+            &memcached_resource(),
+            &format!("cache-{i}"),
+            json!({"size": 0}),
+        )
+        .await;
     }
-    let v1_children = wait_for("100 sets of v1 children", Duration::from_secs(120), || async {
-        let (uids, v2) = managed_children(&ns, VARIANT_ANNOTATION).await;
-        assert_eq!(v2, 0, "v1 does not annotate children");
-        Ok((uids.len() == 2 * N).then_some(uids))
-    })
+    let v1_children = wait_for(
+        "100 sets of v1 children",
+        Duration::from_secs(120),
+        || async {
+            let (uids, v2) = managed_children(&ns, VARIANT_ANNOTATION).await;
+            assert_eq!(v2, 0, "v1 does not annotate children");
+            Ok((uids.len() == 2 * N).then_some(uids))
+        },
+    )
     .await
     .unwrap();
     let converged_from_scratch = started.elapsed();
 
     let swapped = Instant::now();
     copy_over(&plugin_path("test-plugins", "memcached-v2"), &live);
-    let v2_children = wait_for("100 sets of v2 children", Duration::from_secs(120), || async {
-        let (uids, v2) = managed_children(&ns, VARIANT_ANNOTATION).await;
-        Ok((v2 == 2 * N).then_some(uids))
-    })
+    let v2_children = wait_for(
+        "100 sets of v2 children",
+        Duration::from_secs(120),
+        || async {
+            let (uids, v2) = managed_children(&ns, VARIANT_ANNOTATION).await;
+            Ok((v2 == 2 * N).then_some(uids))
+        },
+    )
     .await
     .unwrap();
     let converged_after_swap = swapped.elapsed();
@@ -90,16 +104,26 @@ async fn replacing_the_plugin_file_converges_every_parent_to_the_new_version_and
 
     // A corrupt file: v2 keeps serving, a new parent is reconciled by v2.
     std::fs::write(&live, b"\0asm\x0d\0\x01\0 truncated garbage").unwrap();
-    wait_for("the corrupt file to be rejected", Duration::from_secs(10), || async {
-        Ok((host.reloads("rejected") >= 1).then_some(()))
-    })
+    wait_for(
+        "the corrupt file to be rejected",
+        Duration::from_secs(10),
+        || async { Ok((host.reloads("rejected") >= 1).then_some(())) },
+    )
     .await
     .unwrap();
-    create(&api, &memcached_resource(), "after-corruption", json!({"size": 0})).await;
+    create(
+        &api,
+        &memcached_resource(),
+        "after-corruption",
+        json!({"size": 0}),
+    )
+    .await;
     let deployments: Api<Deployment> = ns.api();
-    let deployment = wait_for("the new parent's Deployment", Duration::from_secs(30), || async {
-        Ok(deployments.get_opt("after-corruption").await?)
-    })
+    let deployment = wait_for(
+        "the new parent's Deployment",
+        Duration::from_secs(30),
+        || async { Ok(deployments.get_opt("after-corruption").await?) },
+    )
     .await
     .unwrap();
     assert_eq!(
@@ -133,9 +157,11 @@ async fn removing_the_plugin_file_stops_its_controller_and_keeps_the_workloads()
     .unwrap();
 
     std::fs::remove_file(&live).unwrap();
-    wait_for("the plugin to be removed", Duration::from_secs(10), || async {
-        Ok((host.reloads("removed") == 1).then_some(()))
-    })
+    wait_for(
+        "the plugin to be removed",
+        Duration::from_secs(10),
+        || async { Ok((host.reloads("removed") == 1).then_some(())) },
+    )
     .await
     .unwrap();
     create(&api, &memcached_resource(), "unserved", json!({"size": 1})).await;
@@ -151,9 +177,11 @@ async fn removing_the_plugin_file_stops_its_controller_and_keeps_the_workloads()
 
     // Putting the file back serves the kind again, and catches up on what was missed.
     copy_over(&plugin_path("plugins", "memcached"), &live);
-    wait_for("the missed parent's Deployment", Duration::from_secs(30), || async {
-        Ok(deployments.get_opt("unserved").await?)
-    })
+    wait_for(
+        "the missed parent's Deployment",
+        Duration::from_secs(30),
+        || async { Ok(deployments.get_opt("unserved").await?) },
+    )
     .await
     .unwrap();
     host.stop().await;
