@@ -3,34 +3,13 @@
 mod util;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde::Deserialize;
 use serde_json::Value;
-use util::{example_plugin, repo_root, shared_cache_dir};
+use util::{example, example_plugin, operator_host, path_str, stderr, stdout};
 
 const NOW: &str = "2026-01-01T00:00:00Z";
-
-fn operator_host(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_operator-host"))
-        .args(args)
-        .arg("--cache-dir")
-        .arg(shared_cache_dir())
-        .output()
-        .expect("the binary runs")
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn example(name: &str) -> PathBuf {
-    repo_root().join("examples").join(name)
-}
 
 /// The InnoDBCluster document of an example: the examples also hold the Secret, and
 /// `render` takes exactly one custom resource.
@@ -49,20 +28,6 @@ fn cr_file(dir: &tempfile::TempDir, document: &Value) -> PathBuf {
     path
 }
 
-/// Replaces `sha256:<hex>` (the plugin's content hash in the status message, which changes
-/// with every build) with a fixed marker. The pod template's config hash is bare hex and stays.
-fn mask_plugin_hash(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(index) = rest.find("sha256:") {
-        out.push_str(&rest[..index + 7]);
-        out.push_str("<hash>");
-        rest = rest[index + 7..].trim_start_matches(|c: char| c.is_ascii_hexdigit());
-    }
-    out.push_str(rest);
-    out
-}
-
 /// Renders the example's InnoDBCluster and compares with `host/tests/golden/<golden>`;
 /// `UPDATE_GOLDEN=1` accepts a deliberate change.
 fn assert_golden(example_name: &str, golden: &str) {
@@ -76,16 +41,7 @@ fn assert_golden(example_name: &str, golden: &str) {
         NOW,
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let rendered = mask_plugin_hash(&String::from_utf8_lossy(&output.stdout));
-    let golden_path = repo_root().join("host/tests/golden").join(golden);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&golden_path, &rendered).unwrap();
-    }
-    let expected = std::fs::read_to_string(&golden_path).unwrap();
-    assert_eq!(
-        rendered, expected,
-        "set UPDATE_GOLDEN=1 to accept a deliberate change"
-    );
+    util::assert_golden(&stdout(&output), golden);
 }
 
 fn render_json(cr: &Path, observed: Option<&Path>) -> Output {

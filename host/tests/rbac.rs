@@ -3,19 +3,9 @@
 mod util;
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
-use util::{example_plugin, shared_cache_dir};
-
-fn operator_host(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_operator-host"))
-        .args(args)
-        .arg("--cache-dir")
-        .arg(shared_cache_dir())
-        .output()
-        .expect("the binary runs")
-}
+use util::{example_plugin, operator_host};
 
 fn rbac(extra: &[&str]) -> (ClusterRole, String) {
     let plugin = example_plugin("memcached");

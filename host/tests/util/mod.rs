@@ -2,7 +2,8 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::sync::Arc;
 
 use operator_host::runtime::{Limits, Runtime, RuntimeConfig};
@@ -49,4 +50,59 @@ pub fn runtime_with(limits: Limits) -> Arc<Runtime> {
         ..RuntimeConfig::default()
     })
     .expect("the runtime starts")
+}
+
+/// Runs the `operator-host` binary with `args` and the shared compile cache.
+pub fn operator_host(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_operator-host"))
+        .args(args)
+        .arg("--cache-dir")
+        .arg(shared_cache_dir())
+        .output()
+        .expect("the binary runs")
+}
+
+pub fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// A file of `examples/`.
+pub fn example(name: &str) -> PathBuf {
+    repo_root().join("examples").join(name)
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Compares `rendered` with `host/tests/golden/<golden>`, the plugin's content hash masked
+/// (it changes with every build); `UPDATE_GOLDEN=1` accepts a deliberate change.
+pub fn assert_golden(rendered: &str, golden: &str) {
+    let rendered = mask_plugin_hash(rendered);
+    let golden_path = repo_root().join("host/tests/golden").join(golden);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden_path, &rendered).unwrap();
+    }
+    let expected = std::fs::read_to_string(&golden_path).unwrap();
+    assert_eq!(
+        rendered, expected,
+        "set UPDATE_GOLDEN=1 to accept a deliberate change"
+    );
+}
+
+/// Replaces `sha256:<hex>` with a fixed marker.
+fn mask_plugin_hash(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(index) = rest.find("sha256:") {
+        out.push_str(&rest[..index + 7]);
+        out.push_str("<hash>");
+        rest = rest[index + 7..].trim_start_matches(|c: char| c.is_ascii_hexdigit());
+    }
+    out.push_str(rest);
+    out
 }
