@@ -25,13 +25,18 @@ for _ in $(seq 1 120); do
 	sleep 0.5
 done
 
-"$kubectl" apply -f examples/
+"$kubectl" apply -f examples/memcached.yaml -f examples/mysql.yaml
 echo "waiting for the Memcached example to become Available..."
 "$kubectl" wait --for=condition=Available memcached/memcached-sample --timeout=120s
 "$kubectl" get memcached,deployments,services,pods -o wide
+echo "waiting for the MySQL example to become ONLINE..."
+"$kubectl" wait --for=jsonpath='{.status.cluster.status}'=ONLINE innodbcluster/mycluster --timeout=180s
+"$kubectl" get innodbclusters,statefulsets,deployments,services,pods -l app.kubernetes.io/managed-by=operator-host
 echo
 echo "Try editing the CR and watch the host follow:"
 echo "  KUBECONFIG=$KUBECONFIG $kubectl patch memcached memcached-sample --type merge -p '{\"spec\":{\"size\":5}}'"
+echo "  KUBECONFIG=$KUBECONFIG $kubectl patch ic mycluster --type merge -p '{\"spec\":{\"router\":{\"instances\":0}}}'"
+echo "  make test-plugins && cp target/test-plugins/memcached-v2.wasm target/plugins/memcached.wasm   # hot swap: children get the v2 annotation"
 echo "  curl -s http://$metrics_addr/metrics | grep operator_host_"
 echo "The host keeps running; Ctrl-C stops it (the control plane stays up: make cluster-down)."
 wait $host

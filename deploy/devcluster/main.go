@@ -30,6 +30,7 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -210,6 +211,10 @@ func up(dir, bin string, nodeCount int, readyTimeout time.Duration) (err error) 
 		"--cluster-signing-cert-file=" + p("ca.crt"),
 		"--cluster-signing-key-file=" + p("ca.key"),
 		"--cluster-name=devcluster",
+		// Dynamic provisioning for PersistentVolumeClaims (StatefulSets' volume claim
+		// templates): hostPath volumes under /tmp, made by the controller-manager
+		// itself. For tests and demos only, which is all this cluster is for.
+		"--enable-hostpath-provisioner=true",
 		// Every controller first fetches its own service-account token; at
 		// the default 20 QPS that alone takes seconds.
 		"--kube-api-qps=500",
@@ -243,6 +248,9 @@ func up(dir, bin string, nodeCount int, readyTimeout time.Duration) (err error) 
 		return err
 	}
 
+	if err := createDefaultStorageClass(readyCtx, client); err != nil {
+		return err
+	}
 	info, err := client.Discovery().ServerVersion()
 	if err != nil {
 		return err
@@ -359,6 +367,27 @@ func startEtcd(dataDir, logFile string, clientPort, peerPort int) (*embed.Etcd, 
 		e.Close()
 		return nil, errors.New("etcd did not become ready in 30s")
 	}
+}
+
+// createDefaultStorageClass makes the default StorageClass, served by the
+// controller-manager's hostPath provisioner, so claims without a class bind.
+func createDefaultStorageClass(ctx context.Context, client kubernetes.Interface) error {
+	immediate := storagev1.VolumeBindingImmediate
+	deletePolicy := corev1.PersistentVolumeReclaimDelete
+	class := &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        "standard",
+			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"},
+		},
+		Provisioner:       "kubernetes.io/host-path",
+		ReclaimPolicy:     &deletePolicy,
+		VolumeBindingMode: &immediate,
+	}
+	_, err := client.StorageV1().StorageClasses().Create(ctx, class, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the default StorageClass: %w", err)
+	}
+	return nil
 }
 
 func createNode(ctx context.Context, client kubernetes.Interface, name, version string) error {

@@ -1,10 +1,7 @@
 //! The MySQL plugin against the real API server: status from PENDING to ONLINE, scaling, routers, config rolls, GC, rejections.
 //!
-//! The devcluster has no storage provisioner and no StorageClass, so the claims of a
-//! StatefulSet stay Pending (and its pods unschedulable) until a PersistentVolume exists.
-//! Each test creates the PersistentVolumes its cluster needs, pre-bound (`claimRef`) to the
-//! claims the StatefulSet will make, so tests running side by side never take each other's
-//! volumes; [`Volumes`] deletes them again.
+//! The StatefulSet's claims are bound by the devcluster's default StorageClass (hostPath
+//! volumes provisioned by the controller-manager), as a user's cluster would bind them.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,7 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Event, PersistentVolume, Pod, Secret, Service, ServiceAccount,
+    ConfigMap, Event, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{
@@ -151,65 +148,26 @@ impl StateLog {
     }
 }
 
-/// PersistentVolumes pre-bound to the claims `datadir-<cluster>-<i>` of one namespace;
-/// deleted on drop (they are cluster-scoped, so the namespace's deletion does not take them).
-struct Volumes {
-    names: Vec<String>,
-}
-
-impl Volumes {
-    async fn create(ns: &TestNamespace, ordinals: std::ops::Range<usize>) -> Volumes {
-        let api: Api<PersistentVolume> = Api::all(ns.client());
-        let mut names = Vec::new();
-        for i in ordinals {
-            let name = format!("{}-{NAME}-{i}", ns.name());
-            let volume: PersistentVolume = serde_json::from_value(json!({
-                "metadata": {"name": name, "labels": {"operator-host.test/namespace": ns.name()}},
-                "spec": {
-                    "capacity": {"storage": "2Gi"},
-                    "accessModes": ["ReadWriteOnce"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "storageClassName": "",
-                    "hostPath": {"path": format!("/tmp/{name}")},
-                    "claimRef": {"namespace": ns.name(), "name": format!("datadir-{NAME}-{i}")},
-                },
-            }))
-            .unwrap();
-            api.create(&PostParams::default(), &volume).await.unwrap();
-            names.push(name);
-        }
-        Volumes { names }
-    }
-}
-
-impl Drop for Volumes {
-    fn drop(&mut self) {
-        if self.names.is_empty() {
-            return;
-        }
-        let mut cmd = kubectl();
-        cmd.args(["delete", "pv", "--wait=false", "--ignore-not-found"])
-            .args(&self.names);
-        let _ = std::thread::spawn(move || cmd.output()).join();
-    }
-}
-
 async fn stateful_set(ns: &TestNamespace) -> StatefulSet {
     ns.api::<StatefulSet>().get(NAME).await.unwrap()
 }
 
 #[tokio::test]
-async fn a_new_cluster_is_pending_until_its_storage_binds_then_online() {
+async fn a_new_cluster_is_pending_then_online_with_its_volume_bound() {
     let (ns, host, api) = mysql_host("mysql-create").await;
     let log = StateLog::start(&api).await;
     let cr = create(&api, json!({"secretName": "mysql-root"})).await;
-
-    // Without a volume the claim stays Pending and the pod cannot be scheduled.
-    wait_state(&api, "INITIALIZING", 0).await;
-    let pod = ns.api::<Pod>().get(&format!("{NAME}-0")).await.unwrap();
-    assert_eq!(pod.status.unwrap().phase.as_deref(), Some("Pending"));
-    let _volumes = Volumes::create(&ns, 0..1).await;
     let online = wait_state(&api, "ONLINE", 1).await;
+    let claim = ns
+        .api::<PersistentVolumeClaim>()
+        .get(&format!("datadir-{NAME}-0"))
+        .await
+        .unwrap();
+    assert_eq!(
+        claim.status.and_then(|s| s.phase).as_deref(),
+        Some("Bound"),
+        "the data volume claim is bound"
+    );
 
     let states = log.states();
     assert_eq!(
@@ -302,7 +260,6 @@ async fn a_new_cluster_is_pending_until_its_storage_binds_then_online() {
 #[tokio::test]
 async fn scaling_1_to_3_to_1_is_followed_by_the_statefulset_and_the_status() {
     let (ns, host, api) = mysql_host("mysql-scale").await;
-    let _volumes = Volumes::create(&ns, 0..3).await;
     create(&api, json!({"secretName": "mysql-root", "instances": 1})).await;
     wait_state(&api, "ONLINE", 1).await;
 
@@ -380,7 +337,6 @@ async fn zero_routers_prune_the_router_deployment_and_keep_the_service() {
 #[tokio::test]
 async fn changing_mycnf_changes_the_config_hash_and_rolls_the_statefulset() {
     let (ns, host, api) = mysql_host("mysql-mycnf").await;
-    let _volumes = Volumes::create(&ns, 0..1).await;
     create(&api, json!({"secretName": "mysql-root"})).await;
     wait_state(&api, "ONLINE", 1).await;
     let hash = |sts: &StatefulSet| {
