@@ -431,25 +431,15 @@ impl Supervisor {
 /// Serves every plugin in `config.plugins_dir`, following changes to the directory, until
 /// SIGTERM or SIGINT.
 pub async fn run(client: Client, runtime: Arc<Runtime>, config: RunConfig) -> Result<(), RunError> {
-    run_until(client, runtime, config, shutdown_signal()).await
-}
-
-/// [`run`] until `shutdown` resolves.
-pub async fn run_until(
-    client: Client,
-    runtime: Arc<Runtime>,
-    config: RunConfig,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> Result<(), RunError> {
     let metrics = Arc::new(Metrics::new());
     if let Some(addr) = config.metrics_addr {
         let bound = metrics.clone().serve(addr).await?;
         tracing::info!(%bound, "serving /metrics, /healthz and /readyz");
     }
-    run_with_metrics(client, runtime, config, metrics, shutdown).await
+    run_with_metrics(client, runtime, config, metrics, shutdown_signal()).await
 }
 
-/// [`run_until`] with the caller's metrics (tests read them).
+/// [`run`] with the caller's metrics, until `shutdown` resolves (tests use both).
 pub async fn run_with_metrics(
     client: Client,
     runtime: Arc<Runtime>,
