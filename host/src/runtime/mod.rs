@@ -231,8 +231,7 @@ impl Runtime {
         path: &Path,
         bytes: &[u8],
     ) -> Result<CompiledPlugin, Error> {
-        check_component_header(path, bytes)?;
-        let content_hash = hex::encode(Sha256::digest(bytes));
+        let content_hash = checked_content_hash(path, bytes)?;
         let (component, cache) =
             self.cache
                 .load_or_compile(&self.optimized.engine, path, bytes, &content_hash)?;
@@ -254,32 +253,26 @@ impl Runtime {
         path: &Path,
         bytes: &[u8],
     ) -> Result<CompiledPlugin, Error> {
-        check_component_header(path, bytes)?;
-        let content_hash = hex::encode(Sha256::digest(bytes));
-        if let Some(component) = self.cache.lookup(&self.optimized.engine, &content_hash) {
-            return self.finish_load(
-                Tier::Optimized,
-                path,
-                component,
-                content_hash,
-                bytes.len(),
-                CacheOutcome::Hit,
-            );
+        let content_hash = checked_content_hash(path, bytes)?;
+        let (tier, component, cache) =
+            match self.cache.lookup(&self.optimized.engine, &content_hash) {
+                Some(component) => (Tier::Optimized, component, CacheOutcome::Hit),
+                None => {
+                    let component =
+                        Component::new(&self.baseline.engine, bytes).map_err(|source| {
+                            Error::Compile {
+                                path: path.to_path_buf(),
+                                source,
+                            }
+                        })?;
+                    (Tier::Baseline, component, CacheOutcome::Miss)
+                }
+            };
+        let mut plugin =
+            self.finish_load(tier, path, component, content_hash, bytes.len(), cache)?;
+        if tier == Tier::Baseline {
+            plugin.tier_up_source = Some(Arc::from(bytes));
         }
-        let component =
-            Component::new(&self.baseline.engine, bytes).map_err(|source| Error::Compile {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        let mut plugin = self.finish_load(
-            Tier::Baseline,
-            path,
-            component,
-            content_hash,
-            bytes.len(),
-            CacheOutcome::Miss,
-        )?;
-        plugin.tier_up_source = Some(Arc::from(bytes));
         Ok(plugin)
     }
 
@@ -398,6 +391,12 @@ fn spawn_epoch_ticker<const N: usize>(engines: [Engine; N], tick: Duration, stop
             }
         })
         .expect("spawning the epoch ticker thread");
+}
+
+/// Checks the header (see [`check_component_header`]) and returns the hex SHA-256 of `bytes`.
+fn checked_content_hash(path: &Path, bytes: &[u8]) -> Result<String, Error> {
+    check_component_header(path, bytes)?;
+    Ok(hex::encode(Sha256::digest(bytes)))
 }
 
 /// Tells a core module, a component and anything else apart before compiling.

@@ -76,28 +76,8 @@ pub struct MemcachedStatus {
     pub selector: String,
     /// `Available`: whether `size` pods are ready.
     #[serde(default)]
-    #[schemars(schema_with = "conditions_schema")]
+    #[schemars(schema_with = "operator_host_sdk::conditions_schema")]
     pub conditions: Vec<Condition>,
-}
-
-fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "array",
-        "x-kubernetes-list-type": "map",
-        "x-kubernetes-list-map-keys": ["type"],
-        "items": {
-            "type": "object",
-            "required": ["type", "status"],
-            "properties": {
-                "type": {"type": "string"},
-                "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-                "reason": {"type": "string"},
-                "message": {"type": "string"},
-                "observedGeneration": {"type": "integer", "format": "int64"},
-                "lastTransitionTime": {"type": "string", "format": "date-time"}
-            }
-        }
-    })
 }
 
 /// The Memcached reconciler.

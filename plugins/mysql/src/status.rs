@@ -30,7 +30,7 @@ pub struct InnoDBClusterStatus {
     pub router: RouterStatus,
     /// `Ready` (every instance online) and `RouterReady` (every router ready).
     #[serde(default)]
-    #[schemars(schema_with = "conditions_schema")]
+    #[schemars(schema_with = "operator_host_sdk::conditions_schema")]
     pub conditions: Vec<Condition>,
 }
 
@@ -53,26 +53,6 @@ pub struct RouterStatus {
     /// Router pods that are ready.
     #[serde(default)]
     pub ready_instances: i32,
-}
-
-fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "array",
-        "x-kubernetes-list-type": "map",
-        "x-kubernetes-list-map-keys": ["type"],
-        "items": {
-            "type": "object",
-            "required": ["type", "status"],
-            "properties": {
-                "type": {"type": "string"},
-                "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-                "reason": {"type": "string"},
-                "message": {"type": "string"},
-                "observedGeneration": {"type": "integer", "format": "int64"},
-                "lastTransitionTime": {"type": "string", "format": "date-time"}
-            }
-        }
-    })
 }
 
 /// The cluster states, as the upstream operator spells them.

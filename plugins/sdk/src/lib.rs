@@ -42,7 +42,7 @@ pub mod __private;
 pub use children::{Desired, Kind, Observed, child_meta, kind_of};
 pub use error::Error;
 pub use reconciler::{Finalized, Reconciler};
-pub use status::Condition;
+pub use status::{Condition, conditions_schema};
 
 pub use k8s_openapi;
 pub use kube;

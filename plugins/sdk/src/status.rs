@@ -45,3 +45,26 @@ impl Condition {
         }
     }
 }
+
+/// The CRD schema of a `conditions` status field (`Vec<Condition>`), as Kubernetes lists
+/// of conditions are declared: a map keyed by `type`. Use it with
+/// `#[schemars(schema_with = "operator_host_sdk::conditions_schema")]`.
+pub fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "items": {
+            "type": "object",
+            "required": ["type", "status"],
+            "properties": {
+                "type": {"type": "string"},
+                "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                "reason": {"type": "string"},
+                "message": {"type": "string"},
+                "observedGeneration": {"type": "integer", "format": "int64"},
+                "lastTransitionTime": {"type": "string", "format": "date-time"}
+            }
+        }
+    })
+}
