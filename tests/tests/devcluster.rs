@@ -5,15 +5,14 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
 };
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
 use serde_json::json;
@@ -213,13 +212,25 @@ async fn custom_resource_definition_becomes_established_and_its_objects_can_be_w
     let resource = ApiResource::from_gvk_with_plural(&gvk, "widgets");
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns.name(), &resource);
     // Watch first, then create: the object must arrive as a watch event.
-    let mut events = watcher(widgets.clone(), watcher::Config::default()).boxed();
+    // A watch on a just-established CRD can be answered 410 Gone while the
+    // API server's cache catches up: the watcher re-lists after such errors,
+    // so they are skipped (with backoff) rather than failing the test.
+    let mut events = watcher(widgets.clone(), watcher::Config::default())
+        .default_backoff()
+        .boxed();
     let mut widget = DynamicObject::new("first", &resource).within(ns.name());
     widget.data = json!({"spec": {"size": 3}});
 
     let seen = tokio::time::timeout(TIMEOUT, async {
         let mut created = false;
-        while let Some(event) = events.try_next().await.context("watch")? {
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(error) => {
+                    eprintln!("watch error, the watcher retries: {error}");
+                    continue;
+                }
+            };
             match event {
                 // The initial (empty) list is done: now create the object.
                 watcher::Event::InitDone if !created => {
