@@ -88,6 +88,18 @@ impl Host {
         namespaces: &[&str],
         policy: Policy,
     ) -> Host {
+        let client = crate::devcluster::client().await;
+        Host::start_as(client, plugins_dir, namespaces, policy).await
+    }
+
+    /// [`Host::start_dir_with_policy`] with the credentials of `client` (e.g. a
+    /// ServiceAccount's, to prove the host works under a given role).
+    pub async fn start_as(
+        client: kube::Client,
+        plugins_dir: PathBuf,
+        namespaces: &[&str],
+        policy: Policy,
+    ) -> Host {
         // The host's logs appear in the output of a failing test (RUST_LOG to change the filter).
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -96,7 +108,6 @@ impl Host {
             )
             .with_test_writer()
             .try_init();
-        let client = crate::devcluster::client().await;
         let config = RunConfig {
             plugins_dir,
             install_crds: true,

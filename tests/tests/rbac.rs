@@ -1,0 +1,195 @@
+//! The host under exactly the ClusterRole `operator-host rbac` prints, as a ServiceAccount.
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Event, Secret, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use operator_host::plugin::Plugin;
+use operator_host::policy::Policy;
+use operator_host::rbac;
+use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
+use operator_host_tests::host::{Host, plugin_path, runtime};
+use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const SERVICE_ACCOUNT: &str = "operator-host";
+
+/// A kubeconfig for the devcluster that authenticates with `token` only.
+fn token_kubeconfig(token: &str, path: &Path) {
+    let admin = Kubeconfig::read_from(&devcluster::cluster().kubeconfig).unwrap();
+    let mut kubeconfig = serde_json::to_value(&admin).unwrap();
+    for user in kubeconfig["users"].as_array_mut().unwrap() {
+        user["user"] = json!({"token": token});
+    }
+    std::fs::write(path, serde_yaml::to_string(&kubeconfig).unwrap()).unwrap();
+}
+
+/// A client as `operator-host run --kubeconfig PATH` makes it.
+async fn client_from(path: &Path) -> Client {
+    let kubeconfig = Kubeconfig::read_from(path).unwrap();
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+#[tokio::test]
+async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
+    let ns = TestNamespace::new("rbac-least-privilege").await.unwrap();
+    let admin = ns.client();
+    let plugin = Plugin::load(&runtime(), &plugin_path("plugins", "memcached")).unwrap();
+
+    // What `operator-host rbac --install-crds --name NAME memcached.wasm` prints, applied as is.
+    let role_name = format!("operator-host-{}", ns.name());
+    let options = rbac::Options {
+        name: role_name.clone(),
+        install_crds: true,
+    };
+    let printed = rbac::to_yaml(
+        &rbac::cluster_role(
+            std::slice::from_ref(&plugin.decl),
+            &Policy::default(),
+            &options,
+        ),
+        std::slice::from_ref(&plugin.decl),
+    )
+    .unwrap();
+    let role: ClusterRole = serde_yaml::from_str(&printed).unwrap();
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    roles.create(&PostParams::default(), &role).await.unwrap();
+    let service_accounts: Api<ServiceAccount> = ns.api();
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": SERVICE_ACCOUNT}})).unwrap();
+    service_accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+    let bindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": role_name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
+        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": ns.name()}],
+    }))
+    .unwrap();
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let token = service_accounts
+        .create_token_request(SERVICE_ACCOUNT, &PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .expect("the TokenRequest has a status")
+        .token;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    token_kubeconfig(&token, &kubeconfig);
+    let restricted = client_from(&kubeconfig).await;
+
+    // The authorizer sees a new binding after a moment; once it does, the account can do
+    // what the role allows and nothing else.
+    let deployments: Api<Deployment> = Api::namespaced(restricted.clone(), ns.name());
+    wait_for("the binding to take effect", TIMEOUT, || async {
+        Ok(deployments
+            .list(&ListParams::default())
+            .await
+            .ok()
+            .map(|_| ()))
+    })
+    .await
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(restricted.clone(), ns.name());
+    match secrets.list(&ListParams::default()).await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
+        other => panic!("the account may read Secrets, which the role does not grant: {other:?}"),
+    }
+
+    // The host with that kubeconfig: installs the CRD, watches, applies, writes status and
+    // events, all as the ServiceAccount.
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(&plugin.path, plugins.path().join("memcached.wasm")).unwrap();
+    let host = Host::start_as(
+        restricted,
+        plugins.path().to_path_buf(),
+        &[ns.name()],
+        Policy::default(),
+    )
+    .await;
+    let resource = memcached_resource();
+    let memcacheds: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns.name(), &resource);
+    create(&memcacheds, &resource, "cache", json!({"size": 2})).await;
+    wait_for("Reconciled=True", TIMEOUT, || async {
+        let cr = memcacheds.get("cache").await?;
+        let reconciled = reconciled_condition(&cr)["status"] == "True"
+            && cr.data["status"]["observedGeneration"] == json!(1);
+        Ok(reconciled.then_some(()))
+    })
+    .await
+    .unwrap();
+    let admin_deployments: Api<Deployment> = ns.api();
+    let deployment = admin_deployments.get("cache").await.unwrap();
+    assert_eq!(deployment.spec.unwrap().replicas, Some(2));
+    ns.api::<Service>().get("cache").await.unwrap();
+
+    // A spec change reaches the Deployment through the account's watch and patch.
+    memcacheds
+        .patch(
+            "cache",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 3}})),
+        )
+        .await
+        .unwrap();
+    wait_for("the Deployment to scale to 3", TIMEOUT, || async {
+        let replicas = admin_deployments
+            .get("cache")
+            .await?
+            .spec
+            .and_then(|s| s.replicas);
+        Ok((replicas == Some(3)).then_some(()))
+    })
+    .await
+    .unwrap();
+    wait_for("an event published by the host", TIMEOUT, || async {
+        let events = ns.api::<Event>().list(&ListParams::default()).await?;
+        Ok(events
+            .items
+            .iter()
+            .any(|e| e.involved_object.name.as_deref() == Some("cache"))
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        host.reconciles_failed(),
+        0,
+        "a reconcile failed under the computed role (see the log for the forbidden request)"
+    );
+
+    host.stop().await;
+    bindings
+        .delete(&role_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    roles
+        .delete(&role_name, &DeleteParams::default())
+        .await
+        .unwrap();
+    ns.cleanup().await.unwrap();
+}
