@@ -200,13 +200,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(path) => Policy::load(path)?,
                 None => Policy::default(),
             };
-            Some(Arc::new(policy.with_default_limits(&config.limits)))
+            Some(Arc::new(policy.fit_runtime(&mut config)))
         }
         _ => None,
     };
-    if let Some(max) = policy.as_ref().and_then(|p| p.max_memory_bytes()) {
-        config.limits.max_memory_bytes = config.limits.max_memory_bytes.max(max);
-    }
     let policy = policy.unwrap_or_default();
     let runtime = Runtime::new(config).context("starting the wasm runtime")?;
     match cli.command {

@@ -37,7 +37,7 @@ use serde_json::Value;
 
 use crate::plan::{DEFAULT_MAX_CHILDREN, Plan, PlanError};
 use crate::plugin::{Declaration, KindRef, check_dns_label};
-use crate::runtime::Limits;
+use crate::runtime::{Limits, RuntimeConfig};
 
 /// The `apiVersion` of a policy document.
 pub const API_VERSION: &str = "operator-host.dev/v1alpha1";
@@ -328,6 +328,18 @@ impl Policy {
     /// Most calls of `plugin` running at once, if the policy bounds them.
     pub fn max_concurrent_calls(&self, plugin: &str) -> Option<usize> {
         self.rules(plugin).limits.max_concurrent_calls
+    }
+
+    /// Fits the policy and the runtime's configuration to each other: limits that
+    /// `defaults` leaves unset take the configuration's (the command line's), and the
+    /// runtime's instance slots grow to the largest memory limit any plugin is given, so
+    /// that limit is reachable.
+    pub fn fit_runtime(self, config: &mut RuntimeConfig) -> Policy {
+        let policy = self.with_default_limits(&config.limits);
+        if let Some(max) = policy.max_memory_bytes() {
+            config.limits.max_memory_bytes = config.limits.max_memory_bytes.max(max);
+        }
+        policy
     }
 
     /// The largest memory limit the policy gives any plugin, in bytes: the runtime's

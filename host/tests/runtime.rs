@@ -75,6 +75,20 @@ fn an_oversized_response_is_rejected() {
 }
 
 #[test]
+fn a_response_far_over_the_limit_is_refused_before_the_host_copies_it() {
+    let limits = Limits {
+        max_response_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    let error = call(limits, "big-response", 32 << 20).unwrap_err();
+    // Refused once the copy passed the limit plus slack: the host never held 32 MiB.
+    assert!(
+        matches!(error, CallError::ResponseTooLarge { size, limit } if size < 4 << 20 && limit == 1 << 20),
+        "{error:?}"
+    );
+}
+
+#[test]
 fn a_panic_is_a_trap_that_carries_the_panic_message() {
     let error = call(Limits::default(), "panic", 0).unwrap_err();
     let CallError::Trap { message } = error else {

@@ -27,18 +27,32 @@ pub fn plugin_path(dir: &str, name: &str) -> PathBuf {
     path
 }
 
-/// One wasm runtime per test binary, with a compile cache shared by the test run.
+/// The runtime configuration of tests: defaults, with a compile cache shared by the test run.
+fn runtime_config() -> RuntimeConfig {
+    RuntimeConfig {
+        cache_dir: Some(repo_root().join("target/test-compile-cache")),
+        ..RuntimeConfig::default()
+    }
+}
+
+/// One wasm runtime per test binary.
 pub fn runtime() -> Arc<Runtime> {
     static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();
     RUNTIME
-        .get_or_init(|| {
-            Runtime::new(RuntimeConfig {
-                cache_dir: Some(repo_root().join("target/test-compile-cache")),
-                ..RuntimeConfig::default()
-            })
-            .expect("the wasm runtime starts")
-        })
+        .get_or_init(|| Runtime::new(runtime_config()).expect("the wasm runtime starts"))
         .clone()
+}
+
+/// The policy fitted to the runtime as `operator-host run` does it, and a runtime whose
+/// instance slots hold the policy's largest memory limit (the shared one when they do).
+fn fitted(policy: Policy) -> (Policy, Arc<Runtime>) {
+    let mut config = runtime_config();
+    let policy = policy.fit_runtime(&mut config);
+    if config.limits.max_memory_bytes <= runtime().limits().max_memory_bytes {
+        return (policy, runtime());
+    }
+    let runtime = Runtime::new(config).expect("the wasm runtime starts");
+    (policy, runtime)
 }
 
 /// The host's run loop (`operator-host run`) over a plugin directory, confined to the given
@@ -108,6 +122,7 @@ impl Host {
             )
             .with_test_writer()
             .try_init();
+        let (policy, runtime) = fitted(policy);
         let config = RunConfig {
             plugins_dir,
             install_crds: true,
@@ -126,7 +141,7 @@ impl Host {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            controller::run_with_metrics(client, runtime(), config, task_metrics, shutdown)
+            controller::run_with_metrics(client, runtime, config, task_metrics, shutdown)
                 .await
                 .expect("the host runs");
         });
@@ -162,6 +177,31 @@ impl Host {
         self.counter("operator_host_reconciles_total", |labels| {
             !labels.contains("result=\"success\"")
         })
+    }
+
+    /// The count of reconciles of `plugin` that did not succeed.
+    pub fn reconciles_failed_of(&self, plugin: &str) -> u64 {
+        self.counter("operator_host_reconciles_total", |labels| {
+            labels.contains(&format!("plugin=\"{plugin}\""))
+                && !labels.contains("result=\"success\"")
+        })
+    }
+
+    /// The compiler tier (`baseline` or `optimized`) of the code `plugin` runs now.
+    pub fn serving_tier(&self, plugin: &str) -> Option<String> {
+        let encoded = self.metrics.encode();
+        let line = encoded.lines().find(|l| {
+            l.starts_with("operator_host_plugin{")
+                && l.contains(&format!("plugin=\"{plugin}\""))
+                && l.ends_with(" 1")
+        })?;
+        let tier = line.split("tier=\"").nth(1)?.split('"').next()?;
+        Some(tier.to_string())
+    }
+
+    /// Whether the run loop is still going (it ends only on `stop` or an error).
+    pub fn is_running(&self) -> bool {
+        !self.task.is_finished()
     }
 
     /// The count of plugin file changes that ended with `result` (`added`, `replaced`,

@@ -79,7 +79,7 @@ pub enum CallError {
     OutOfMemory { limit: usize },
     #[error("the plugin trapped: {message}")]
     Trap { message: String },
-    #[error("the plugin's response is {size} bytes, over the limit of {limit} bytes")]
+    #[error("the plugin's response is over the limit of {limit} bytes ({size} bytes or more)")]
     ResponseTooLarge { size: usize, limit: usize },
     #[error("cannot instantiate the plugin: {message}")]
     Instantiate { message: String },
@@ -536,6 +536,15 @@ impl CompiledPlugin {
         })
     }
 
+    /// Bytes a guest may hand the host in one call: the response limit plus room for the
+    /// lists' and records' own fuel, so that any response within the limit gets through.
+    fn hostcall_fuel(&self) -> usize {
+        self.limits
+            .max_response_bytes
+            .saturating_add(self.limits.max_response_bytes / 4)
+            .saturating_add(1 << 20)
+    }
+
     fn check_response_size(&self, size: usize) -> Result<(), CallError> {
         if size > self.limits.max_response_bytes {
             return Err(CallError::ResponseTooLarge {
@@ -559,6 +568,9 @@ impl CompiledPlugin {
             SandboxState::new(&self.limits, context.into()),
         );
         store.limiter(|state| &mut state.limiter);
+        // Wasmtime stops copying a guest's data into the host after this many bytes, so an
+        // oversized response is refused before the host allocates it, not after.
+        store.set_hostcall_fuel(self.hostcall_fuel());
         store.set_epoch_deadline(runtime.deadline_ticks(deadline));
         store.epoch_deadline_trap();
 
@@ -590,6 +602,14 @@ impl CompiledPlugin {
         if store.data().limiter.memory_limit_hit {
             return CallError::OutOfMemory {
                 limit: self.limits.max_memory_bytes,
+            };
+        }
+        // Wasmtime's error type for this is private; its message is pinned with the version
+        // and covered by the runtime tests.
+        if format!("{error:#}").contains("fuel allocated for hostcalls has been exhausted") {
+            return CallError::ResponseTooLarge {
+                size: self.hostcall_fuel(),
+                limit: self.limits.max_response_bytes,
             };
         }
         match error.downcast_ref::<Trap>() {

@@ -36,6 +36,9 @@ pub struct AttackSpec {
     /// A size parameter (bytes, children, lines), by attack.
     #[serde(default)]
     pub count: u64,
+    /// The object an attack aims at: a namespace or a name, by attack.
+    #[serde(default)]
+    pub target: String,
 }
 
 /// Whatever an attack reports; free-form.
@@ -61,6 +64,26 @@ fn config_map(name: &str) -> String {
         .to_string()
 }
 
+/// A ConfigMap named after the parent with `metadata` merged in.
+fn config_map_with(name: &str, metadata: serde_json::Value) -> String {
+    let mut child: serde_json::Value = serde_json::from_str(&config_map(name)).unwrap_or_default();
+    if let (Some(into), Some(extra)) = (child["metadata"].as_object_mut(), metadata.as_object()) {
+        into.extend(extra.clone());
+    }
+    child.to_string()
+}
+
+/// A status of about `bytes` bytes, filled in place (a copy would double the guest's memory,
+/// char by char would not fit in the deadline).
+fn big_status(bytes: usize) -> String {
+    let (head, tail) = (b"{\"blob\":\"", b"\"}");
+    let mut status = vec![b'x'; bytes + head.len() + tail.len()];
+    status[..head.len()].copy_from_slice(head);
+    let end = status.len() - tail.len();
+    status[end..].copy_from_slice(tail);
+    String::from_utf8(status).unwrap_or_default()
+}
+
 fn ok(
     children: Vec<String>,
     status: serde_json::Value,
@@ -70,6 +93,14 @@ fn ok(
         status: status.to_string(),
         requeue_after_ms: None,
     })
+}
+
+/// Executes the wasm `unreachable` instruction (a trap without a panic message).
+fn unreachable_instruction() -> ! {
+    #[cfg(target_arch = "wasm32")]
+    core::arch::wasm32::unreachable();
+    #[cfg(not(target_arch = "wasm32"))]
+    std::process::abort();
 }
 
 #[allow(unconditional_recursion)]
@@ -107,13 +138,23 @@ impl Guest for Hostile {
                 plural: resource.plural,
                 namespaced: true,
             },
-            children: vec![GroupVersionKind {
-                group: String::new(),
-                version: "v1".into(),
-                kind: "ConfigMap".into(),
-                plural: "configmaps".into(),
-                namespaced: true,
-            }],
+            children: vec![
+                GroupVersionKind {
+                    group: String::new(),
+                    version: "v1".into(),
+                    kind: "ConfigMap".into(),
+                    plural: "configmaps".into(),
+                    namespaced: true,
+                },
+                // Declared so that the attack reaches the policy, which must refuse it.
+                GroupVersionKind {
+                    group: "rbac.authorization.k8s.io".into(),
+                    version: "v1".into(),
+                    kind: "ClusterRoleBinding".into(),
+                    plural: "clusterrolebindings".into(),
+                    namespaced: false,
+                },
+            ],
             // Every Attack gets the host's finalizer; `hold-finalizer` keeps it until changed.
             needs_finalize: true,
             crd: serde_json::to_string(&Attack::crd()).unwrap_or_default(),
@@ -127,6 +168,7 @@ impl Guest for Hostile {
         let count = parent.spec.count;
         match parent.spec.attack.as_str() {
             "none" | "hold-finalizer" => ok(vec![config_map(&name)], json!({"attack": "none"})),
+            "idle" => ok(vec![], json!({"attack": "idle"})),
             "loop" => loop {
                 black_box(());
             },
@@ -138,10 +180,20 @@ impl Guest for Hostile {
             }
             "stack-overflow" => ok(vec![], json!({"depth": recurse(0)})),
             "panic" => panic!("hostile plugin panics on purpose"),
-            "big-response" => ok(vec![], json!({"blob": "x".repeat(count as usize)})),
+            "unreachable" => unreachable_instruction(),
+            "big-response" => Ok(ReconcileResponse {
+                children: vec![],
+                status: big_status(count as usize),
+                requeue_after_ms: None,
+            }),
+            // Formatted rather than serialized: 100,000 children must fit in the deadline.
             "many-children" => ok(
                 (0..count)
-                    .map(|i| config_map(&format!("{name}-{i}")))
+                    .map(|i| {
+                        format!(
+                            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}-{i}"}}}}"#
+                        )
+                    })
                     .collect(),
                 json!({}),
             ),
@@ -153,6 +205,53 @@ impl Guest for Hostile {
                 ok(vec![config_map(&name)], json!({"printed": count}))
             }
             "capabilities" => ok(vec![], probe_capabilities()),
+            "undeclared-kind" => ok(
+                vec![
+                    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+                           "stringData": {"stolen": "credentials"}})
+                    .to_string(),
+                ],
+                json!({}),
+            ),
+            "other-namespace" => ok(
+                vec![config_map_with(
+                    &name,
+                    json!({"namespace": parent.spec.target}),
+                )],
+                json!({}),
+            ),
+            "cluster-admin" => ok(
+                vec![
+                    json!({
+                        "apiVersion": "rbac.authorization.k8s.io/v1",
+                        "kind": "ClusterRoleBinding",
+                        "metadata": {"name": name},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": parent.metadata.namespace}],
+                    })
+                    .to_string(),
+                ],
+                json!({}),
+            ),
+            // Claims an object the host does not own, so that deleting it would delete ours.
+            "forged-owner" => ok(
+                vec![config_map_with(
+                    &name,
+                    json!({"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                        "name": parent.spec.target, "uid": "00000000-0000-0000-0000-000000000000",
+                        "controller": true}]}),
+                )],
+                json!({}),
+            ),
+            // Poses as a child of another parent, so that its prune would delete this one.
+            "forged-labels" => ok(
+                vec![config_map_with(
+                    &name,
+                    json!({"labels": {"operator-host.dev/parent-uid": "00000000-0000-0000-0000-000000000000"}}),
+                )],
+                json!({}),
+            ),
+            "namesake" => ok(vec![config_map(&parent.spec.target)], json!({})),
             // State that survived from an earlier call would show up as a count above 1.
             "counter" => ok(
                 vec![],

@@ -1,0 +1,567 @@
+//! The hostile-plugin corpus on the devcluster: each attack runs beside the Memcached plugin.
+//!
+//! For every attack: the host stays up, the attack changes nothing in the cluster, the
+//! Attack shows the right `Reconciled=False` reason with a Warning event and a metric, and
+//! the Memcached plugin's latency (create to Deployment present) while the attack goes on
+//! (the host retries it with backoff, as it would any failing parent) stays within
+//! [`MAX_SLOWDOWN`] of its latency with the hostile plugin idle, both measured in the same
+//! test and printed (`cargo test -p operator-host-tests --test hostile -- --nocapture`).
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use operator_host::policy::Policy;
+use operator_host_tests::devcluster::{TestNamespace, wait_for};
+use operator_host_tests::host::{Host, plugin_path};
+use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+/// Memcached samples per phase; the median of each phase is compared.
+const SAMPLES: usize = 24;
+/// Alternations of the two phases.
+const BLOCKS: usize = 3;
+/// Most measurements (pooled) before a slowdown counts.
+const ROUNDS: usize = 3;
+/// The most the median Memcached latency may grow while an attack runs.
+const MAX_SLOWDOWN: f64 = 1.2;
+/// The hostile plugin's memory limit in this corpus (the default is 64 MiB): large enough
+/// to build a response of hundreds of MB, which the response limit must then refuse.
+const HOSTILE_MEMORY_MIB: usize = 512;
+/// The hostile plugin's response limit in this corpus (the default is 4 MiB): large enough
+/// for 100,000 children, which the children limit must then refuse.
+const HOSTILE_RESPONSE_MIB: usize = 64;
+
+/// Latency is measured: one attack at a time (the tests of this file take turns).
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn attack_resource() -> ApiResource {
+    ApiResource {
+        group: "hostile.operator-host.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "hostile.operator-host.dev/v1alpha1".into(),
+        kind: "Attack".into(),
+        plural: "attacks".into(),
+    }
+}
+
+fn corpus_policy() -> Policy {
+    let text = format!(
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\nplugins:\n  hostile:\n    \
+         limits: {{memoryMiB: {HOSTILE_MEMORY_MIB}, maxResponseMiB: {HOSTILE_RESPONSE_MIB}}}\n"
+    );
+    Policy::parse(&text, std::path::Path::new("corpus-policy.yaml")).unwrap()
+}
+
+/// The host serving Memcached and the hostile plugin in a namespace of the test's own.
+struct Corpus {
+    ns: TestNamespace,
+    host: Host,
+    memcacheds: Api<DynamicObject>,
+    attacks: Api<DynamicObject>,
+    /// Names of Deployments as they appear, with the time they were seen.
+    deployments_seen: mpsc::UnboundedReceiver<(String, Instant)>,
+    _plugins: tempfile::TempDir,
+}
+
+impl Corpus {
+    async fn start(test: &str) -> Corpus {
+        let ns = TestNamespace::new(test).await.unwrap();
+        let plugins = tempfile::tempdir().unwrap();
+        for (dir, name) in [("plugins", "memcached"), ("test-plugins", "hostile")] {
+            let to = plugins.path().join(format!("{name}.wasm"));
+            std::fs::copy(plugin_path(dir, name), to).unwrap();
+        }
+        let host = Host::start_dir_with_policy(
+            plugins.path().to_path_buf(),
+            &[ns.name()],
+            corpus_policy(),
+        )
+        .await;
+        // A plugin new to the compile cache runs Winch code while Cranelift compiles it on
+        // a thread of its own: measure the steady state, not seconds of compiling.
+        for name in ["memcached", "hostile"] {
+            wait_for(
+                &format!("{name} to serve optimized code"),
+                TIMEOUT,
+                || async {
+                    Ok((host.serving_tier(name).as_deref() == Some("optimized")).then_some(()))
+                },
+            )
+            .await
+            .unwrap();
+        }
+        let (seen, deployments_seen) = mpsc::unbounded_channel();
+        let deployments: Api<Deployment> = ns.api();
+        tokio::spawn(async move {
+            let mut events = watcher(deployments, watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+                .boxed();
+            while let Some(event) = events.next().await {
+                if let Ok(deployment) = event
+                    && seen.send((deployment.name_any(), Instant::now())).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let memcacheds = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+        let attacks = Api::namespaced_with(ns.client(), ns.name(), &attack_resource());
+        let mut corpus = Corpus {
+            ns,
+            host,
+            memcacheds,
+            attacks,
+            deployments_seen,
+            _plugins: plugins,
+        };
+        // The first reconcile of a kind pays for cache syncs: not part of any phase.
+        corpus.memcached_latency("warmup").await;
+        corpus
+    }
+
+    /// Creates one Memcached and returns the time until its Deployment is seen.
+    async fn memcached_latency(&mut self, name: &str) -> Duration {
+        let started = Instant::now();
+        create(
+            &self.memcacheds,
+            &memcached_resource(),
+            name,
+            json!({"size": 0}),
+        )
+        .await;
+        tokio::time::timeout(TIMEOUT, async {
+            loop {
+                let (seen, at) = self.deployments_seen.recv().await.expect("the watch runs");
+                if seen == name {
+                    return at - started;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no Deployment for Memcached {name}"))
+    }
+
+    /// Sets the Attack's spec and waits until the host has acted on it: `Reconciled=True` for
+    /// this generation, or (when `may_fail`) `Reconciled=False`.
+    async fn switch_attack(&self, spec: &Value, may_fail: bool) -> Value {
+        let patch = Patch::Merge(json!({"spec": spec}));
+        let patched = self
+            .attacks
+            .patch("attack", &PatchParams::default(), &patch)
+            .await
+            .unwrap();
+        let generation = patched.metadata.generation;
+        wait_for("the host to act on the Attack", TIMEOUT, || async {
+            let attack = self.attacks.get("attack").await?;
+            let condition = reconciled_condition(&attack);
+            let current = attack.data["status"]["observedGeneration"].as_i64() == generation;
+            let settled = (condition["status"] == "True" && current)
+                || (may_fail && condition["status"] == "False");
+            Ok(settled.then_some(condition))
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Runs `spec` as the Attack `attack` and returns its `Reconciled` condition once the
+    /// host reported the outcome. The Attack starts idle, so that the outcome is this spec's.
+    async fn launch(&self, spec: &Value) -> Value {
+        create(
+            &self.attacks,
+            &attack_resource(),
+            "attack",
+            json!({"attack": "idle"}),
+        )
+        .await;
+        self.switch_attack(&json!({"attack": "idle"}), false).await;
+        self.switch_attack(spec, true).await
+    }
+
+    /// Memcached's median latency with the Attack idle and with `spec` going on, in
+    /// [`BLOCKS`] alternating blocks (so that drift of the machine hits both alike). A ratio
+    /// over the limit is measured again, pooled with the earlier samples, up to [`ROUNDS`]
+    /// times: noise shrinks as samples add up, a real slowdown stays.
+    async fn compare(&mut self, test: &str, spec: &Value) {
+        let (mut alone, mut attacked) = (Vec::new(), Vec::new());
+        for round in 1..=ROUNDS {
+            for block in 0..BLOCKS {
+                self.switch_attack(&json!({"attack": "idle"}), false).await;
+                for sample in 0..SAMPLES / BLOCKS {
+                    let name = format!("alone-{round}-{block}-{sample}");
+                    alone.push(self.memcached_latency(&name).await);
+                }
+                self.switch_attack(spec, true).await;
+                for sample in 0..SAMPLES / BLOCKS {
+                    let name = format!("attacked-{round}-{block}-{sample}");
+                    attacked.push(self.memcached_latency(&name).await);
+                }
+            }
+            let (alone, attacked) = (median(&alone), median(&attacked));
+            let ratio = attacked.as_secs_f64() / alone.as_secs_f64();
+            println!(
+                "hostile corpus, {test}: Memcached create -> Deployment, median of {}: \
+                 alone {:.1} ms, under attack {:.1} ms ({ratio:.2}x, limit {MAX_SLOWDOWN}x)",
+                SAMPLES * round,
+                alone.as_secs_f64() * 1e3,
+                attacked.as_secs_f64() * 1e3,
+            );
+            if ratio <= MAX_SLOWDOWN {
+                break;
+            }
+            assert!(
+                round < ROUNDS,
+                "{test}: the Memcached plugin slowed down {ratio:.2}x under the attack"
+            );
+        }
+        assert!(self.host.is_running(), "the host stopped during {test}");
+        assert_eq!(
+            self.host.reconciles_failed_of("memcached"),
+            0,
+            "a Memcached reconcile failed during {test}"
+        );
+    }
+
+    /// Launches the attack, checks it failed with `reason` and a message containing
+    /// `message`, a Warning event and the metric, and that Memcached kept its latency.
+    async fn contained(mut self, test: &str, spec: Value, reason: &str, message: &str) -> Self {
+        let condition = self.launch(&spec).await;
+        assert_eq!(condition["status"], "False", "{condition}");
+        assert_eq!(condition["reason"], reason, "{condition}");
+        let text = condition["message"].as_str().unwrap_or_default();
+        assert!(text.contains(message), "{message:?} not in {text:?}");
+        self.compare(test, &spec).await;
+
+        let events = self.ns.api::<Event>();
+        wait_for("a Warning event with the reason", TIMEOUT, || async {
+            let listed = events.list(&ListParams::default()).await?;
+            Ok(listed
+                .items
+                .iter()
+                .any(|e| {
+                    e.type_.as_deref() == Some("Warning")
+                        && e.reason.as_deref() == Some(reason)
+                        && e.involved_object.name.as_deref() == Some("attack")
+                })
+                .then_some(()))
+        })
+        .await
+        .unwrap();
+        assert!(
+            self.host.reconciles(reason) > 0,
+            "no reconcile counted as {reason}"
+        );
+        self
+    }
+
+    /// Deletes the Attack (its finalizer needs the host), stops the host, deletes the namespace.
+    async fn finish(self) {
+        self.attacks
+            .delete("attack", &DeleteParams::background())
+            .await
+            .unwrap();
+        wait_for("the Attack to be finalized", TIMEOUT, || async {
+            Ok(self
+                .attacks
+                .get_opt("attack")
+                .await?
+                .is_none()
+                .then_some(()))
+        })
+        .await
+        .unwrap();
+        self.host.stop().await;
+        self.ns.cleanup().await.unwrap();
+    }
+
+    async fn config_map(&self, name: &str) -> Option<ConfigMap> {
+        self.ns.api::<ConfigMap>().get_opt(name).await.unwrap()
+    }
+}
+
+fn median(samples: &[Duration]) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
+}
+
+/// Runs one attack that must fail with `reason`; returns the corpus for further checks.
+async fn attack(test: &str, spec: Value, reason: &str, message: &str) -> Corpus {
+    Corpus::start(test)
+        .await
+        .contained(test, spec, reason, message)
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_infinite_loop_is_cut_off_at_the_deadline() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let corpus = attack(
+        "hostile-loop",
+        json!({"attack": "loop"}),
+        "PluginTimeout",
+        "CPU deadline",
+    )
+    .await;
+    assert!(corpus.config_map("attack").await.is_none());
+    corpus.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unbounded_memory_growth_stops_at_the_memory_limit() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let limit = (HOSTILE_MEMORY_MIB << 20).to_string();
+    attack(
+        "hostile-memory",
+        json!({"attack": "memory"}),
+        "PluginOutOfMemory",
+        &limit,
+    )
+    .await
+    .finish()
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_recursion_is_a_trap() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    attack(
+        "hostile-recursion",
+        json!({"attack": "stack-overflow"}),
+        "PluginTrap",
+        "call stack exhausted",
+    )
+    .await
+    .finish()
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_is_a_trap_with_its_message() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    attack(
+        "hostile-panic",
+        json!({"attack": "panic"}),
+        "PluginTrap",
+        "panics on purpose",
+    )
+    .await
+    .finish()
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_instruction_is_a_trap() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    attack(
+        "hostile-unreachable",
+        json!({"attack": "unreachable"}),
+        "PluginTrap",
+        "unreachable",
+    )
+    .await
+    .finish()
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_of_hundreds_of_megabytes_is_refused() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let limit = format!("over the limit of {} bytes", HOSTILE_RESPONSE_MIB << 20);
+    attack(
+        "hostile-big-response",
+        json!({"attack": "big-response", "count": 200_000_000}),
+        "InvalidPluginOutput",
+        &limit,
+    )
+    .await
+    .finish()
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_thousand_children_are_refused_and_none_is_applied() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let corpus = attack(
+        "hostile-children",
+        json!({"attack": "many-children", "count": 100_000}),
+        "InvalidPluginOutput",
+        "100000 children returned",
+    )
+    .await;
+    assert!(corpus.config_map("attack-0").await.is_none());
+    corpus.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_json_is_refused() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    attack(
+        "hostile-invalid-json",
+        json!({"attack": "invalid-json"}),
+        "InvalidPluginOutput",
+        "not valid JSON",
+    )
+    .await
+    .finish()
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writing_to_stdout_in_a_loop_is_capped_and_cut_off() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let corpus = attack(
+        "hostile-stdout",
+        json!({"attack": "stdout-flood", "count": 1_000_000_000_000u64}),
+        "PluginTimeout",
+        "CPU deadline",
+    )
+    .await;
+    assert!(corpus.config_map("attack").await.is_none());
+    corpus.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_of_an_undeclared_kind_is_a_policy_violation() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let corpus = attack(
+        "hostile-undeclared",
+        json!({"attack": "undeclared-kind"}),
+        "PolicyViolation",
+        "v1/Secret is not a kind the plugin declared",
+    )
+    .await;
+    let secret = corpus.ns.api::<Secret>().get_opt("attack").await.unwrap();
+    assert!(secret.is_none(), "the Secret was created");
+    corpus.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_in_another_namespace_is_a_policy_violation() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let elsewhere = TestNamespace::new("hostile-elsewhere").await.unwrap();
+    let corpus = attack(
+        "hostile-namespace",
+        json!({"attack": "other-namespace", "target": elsewhere.name()}),
+        "PolicyViolation",
+        "children must be in the parent's namespace",
+    )
+    .await;
+    let there = elsewhere
+        .api::<ConfigMap>()
+        .get_opt("attack")
+        .await
+        .unwrap();
+    assert!(
+        there.is_none(),
+        "a ConfigMap was created in the other namespace"
+    );
+    assert!(corpus.config_map("attack").await.is_none());
+    corpus.finish().await;
+    elsewhere.cleanup().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_admin_binding_is_a_policy_violation() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let corpus = attack(
+        "hostile-cluster-admin",
+        json!({"attack": "cluster-admin"}),
+        "PolicyViolation",
+        "ClusterRoleBinding is cluster-scoped",
+    )
+    .await;
+    let bindings: Api<ClusterRoleBinding> = Api::all(corpus.ns.client());
+    assert!(bindings.get_opt("attack").await.unwrap().is_none());
+    corpus.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_owner_reference_is_a_policy_violation() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let corpus = attack(
+        "hostile-forged-owner",
+        json!({"attack": "forged-owner", "target": "victim"}),
+        "PolicyViolation",
+        "sets metadata.ownerReferences, which only the host may set",
+    )
+    .await;
+    assert!(corpus.config_map("attack").await.is_none());
+    corpus.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_ownership_labels_are_a_policy_violation() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let corpus = attack(
+        "hostile-forged-labels",
+        json!({"attack": "forged-labels"}),
+        "PolicyViolation",
+        "reserved labels key \"operator-host.dev/parent-uid\"",
+    )
+    .await;
+    assert!(corpus.config_map("attack").await.is_none());
+    corpus.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_the_host_does_not_own_is_neither_adopted_nor_overwritten() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let corpus = Corpus::start("hostile-namesake").await;
+    let precious: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "precious"}, "data": {"owner": "a human"}
+    }))
+    .unwrap();
+    let config_maps = corpus.ns.api::<ConfigMap>();
+    config_maps
+        .create(&Default::default(), &precious)
+        .await
+        .unwrap();
+    let before = config_maps.get("precious").await.unwrap();
+    let corpus = corpus
+        .contained(
+            "hostile-namesake",
+            json!({"attack": "namesake", "target": "precious"}),
+            "ChildNotOwned",
+            "is not owned by this parent",
+        )
+        .await;
+    let after = corpus.config_map("precious").await.unwrap();
+    assert_eq!(after.resource_version(), before.resource_version());
+    assert!(after.owner_references().is_empty());
+    assert_eq!(after.data.unwrap()["owner"], "a human");
+    corpus.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guest_cannot_read_files_or_environment_nor_open_sockets() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut corpus = Corpus::start("hostile-capabilities").await;
+    let spec = json!({"attack": "capabilities"});
+    let condition = corpus.launch(&spec).await;
+    // Nothing to refuse: the attempts fail inside the sandbox, and the status says so.
+    assert_eq!(condition["status"], "True", "{condition}");
+    corpus.compare("hostile-capabilities", &spec).await;
+    let status = corpus.attacks.get("attack").await.unwrap().data["status"].clone();
+    for (probe, nothing) in [
+        ("readRoot", json!(false)),
+        ("readEtcPasswd", json!(false)),
+        ("envVars", json!(0)),
+        ("args", json!(0)),
+        ("tcpConnect", json!(false)),
+        ("tcpBind", json!(false)),
+        ("dnsLookup", json!(false)),
+        ("wallClockSecs", json!(0)),
+    ] {
+        assert_eq!(status[probe], nothing, "{probe}: {status}");
+    }
+    corpus.finish().await;
+}
