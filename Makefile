@@ -10,7 +10,7 @@ PLUGINS := memcached mysql
 # Test-only plugins: hostile guests, another contract version, the v2 Memcached.
 TEST_PLUGINS := hostile wrong-contract
 
-.PHONY: build host plugins test-plugins test lint fmt bench bench-cluster cluster-down cluster demo clean
+.PHONY: build host plugins test-plugins test lint fmt bench bench-cluster cluster-down cluster demo clean fuzz
 
 build: host plugins
 
@@ -65,3 +65,14 @@ demo:
 bench-cluster: test-plugins
 	cargo bench -p operator-host-tests --bench convergence
 	cargo bench -p operator-host-tests --bench hot_swap
+
+# Fuzzing (nightly + cargo-fuzz, not part of `make test`; see docs/fuzzing.md): arbitrary
+# plugin output through the plan and the policy check, for FUZZ_SECONDS. The corpus grows in
+# fuzz/corpus (ignored); the committed seeds are read from fuzz/seeds.
+FUZZ_SECONDS ?= 600
+FUZZ_TARGET_DIR ?= $(CARGO_TARGET_DIR)/fuzz
+fuzz:
+	mkdir -p fuzz/corpus/plan_output
+	cargo +nightly fuzz run --sanitizer none --target-dir $(FUZZ_TARGET_DIR) plan_output \
+		fuzz/corpus/plan_output fuzz/seeds/plan_output \
+		-- -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/plan_output.dict

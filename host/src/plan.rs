@@ -461,7 +461,15 @@ fn merge_status(
     };
     let previous = parent.get("status").cloned().unwrap_or(Value::Null);
     match status.get("conditions") {
-        None | Some(Value::Array(_)) => {}
+        None => {}
+        Some(Value::Array(conditions)) => {
+            if let Some(index) = conditions.iter().position(|c| !c.is_object()) {
+                return Err(PlanError::InvalidPluginOutput(format!(
+                    "status.conditions[{index}] must be an object, got {}",
+                    conditions[index]
+                )));
+            }
+        }
         Some(_) => {
             return Err(PlanError::InvalidPluginOutput(
                 "status.conditions must be a list".into(),

@@ -236,6 +236,33 @@ fn status_gets_observed_generation_and_reconciled_condition() {
 }
 
 #[test]
+fn conditions_that_are_not_objects_are_invalid_output() {
+    // Found by the fuzz target (fuzz/seeds/plan_output/regression-status-condition-not-object):
+    // these used to panic while the transition time was stamped.
+    for (conditions, found) in [
+        (json!([1]), "1"),
+        (json!(["Available"]), "\"Available\""),
+        (json!([{"type": "Available"}, null]), "null"),
+    ] {
+        let error = plan_from_response(
+            &declaration(),
+            &parent(),
+            &[],
+            response(vec![], json!({"conditions": conditions})),
+            "2026-01-01T00:00:00Z",
+        )
+        .unwrap_err();
+        let PlanError::InvalidPluginOutput(message) = &error else {
+            panic!("{error:?}");
+        };
+        assert!(
+            message.contains("status.conditions[") && message.ends_with(found),
+            "{message}"
+        );
+    }
+}
+
+#[test]
 fn transition_times_are_kept_while_status_is_unchanged() {
     let mut parent = parent();
     parent["status"] = json!({"conditions": [

@@ -360,6 +360,14 @@ impl Compiler {
             .max_wasm_stack(512 << 10)
             .strategy(strategy)
             .allocation_strategy(allocation);
+        if matches!(strategy, Strategy::Winch) {
+            // Baseline code serves only until Cranelift's is ready, and its compile time is
+            // the reload latency on a cache miss: skip the wasm backtraces and address maps
+            // (about a third of Winch's time). Traps are still classified and reported; only
+            // their wasm stack trace is missing for those seconds.
+            wasm.wasm_backtrace_max_frames(None)
+                .generate_address_map(false);
+        }
         let engine = Engine::new(&wasm).map_err(Error::ConfigureEngine)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(Error::ConfigureEngine)?;
