@@ -20,6 +20,7 @@
 
 mod bindings;
 mod cache;
+mod calls;
 mod sandbox;
 
 use std::path::{Path, PathBuf};
@@ -39,6 +40,8 @@ pub use bindings::types::{
 };
 pub use bindings::{CONTRACT, PLUGIN_INTERFACE};
 pub use cache::{CacheOutcome, CompileCache};
+
+pub use calls::{CALL_NICENESS, spawn_call};
 
 use bindings::{Reconciler, ReconcilerPre};
 use sandbox::SandboxState;
