@@ -1,4 +1,5 @@
 //! Integration-test support: the shared local control plane and per-test namespaces.
 pub mod devcluster;
 pub mod host;
+pub mod hostile;
 pub mod memcached;

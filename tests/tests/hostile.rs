@@ -13,12 +13,13 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use operator_host::policy::Policy;
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
+use operator_host_tests::hostile::attack_resource;
 use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -41,16 +42,6 @@ const HOSTILE_RESPONSE_MIB: usize = 64;
 
 /// Latency is measured: one attack at a time (the tests of this file take turns).
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn attack_resource() -> ApiResource {
-    ApiResource {
-        group: "hostile.operator-host.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "hostile.operator-host.dev/v1alpha1".into(),
-        kind: "Attack".into(),
-        plural: "attacks".into(),
-    }
-}
 
 fn corpus_policy() -> Policy {
     let text = format!(

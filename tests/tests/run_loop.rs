@@ -4,26 +4,15 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Service};
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
-};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, kubectl, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
+use operator_host_tests::hostile::attack_resource;
 use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-fn attack_resource() -> ApiResource {
-    ApiResource {
-        group: "hostile.operator-host.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "hostile.operator-host.dev/v1alpha1".into(),
-        kind: "Attack".into(),
-        plural: "attacks".into(),
-    }
-}
 
 async fn memcached_host(test: &str) -> (TestNamespace, Host, Api<DynamicObject>) {
     let ns = TestNamespace::new(test).await.unwrap();
