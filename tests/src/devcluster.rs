@@ -12,9 +12,9 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Event, Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
@@ -291,6 +291,18 @@ impl TestNamespace {
         <K as kube::Resource>::DynamicType: Default,
     {
         Api::namespaced(self.client.clone(), &self.name)
+    }
+
+    /// Waits (up to a minute) for an Event in this namespace that `matches`; panics naming
+    /// `what` if none comes.
+    pub async fn wait_for_event(&self, what: &str, matches: impl Fn(&Event) -> bool) {
+        let events: Api<Event> = self.api();
+        wait_for(what, Duration::from_secs(60), || async {
+            let listed = events.list(&ListParams::default()).await?;
+            Ok(listed.items.iter().any(&matches).then_some(()))
+        })
+        .await
+        .unwrap();
     }
 
     /// Deletes the namespace (without waiting for its contents to go).

@@ -1,7 +1,8 @@
 //! Runs the operator host in-process for a test, confined to the test's namespaces.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use operator_host::controller::{self, ControllerConfig, RunConfig};
@@ -44,14 +45,21 @@ pub fn runtime() -> Arc<Runtime> {
 }
 
 /// The policy fitted to the runtime as `operator-host run` does it, and a runtime whose
-/// instance slots hold the policy's largest memory limit (the shared one when they do).
+/// instance slots hold the policy's largest memory limit: the shared one when they do,
+/// otherwise one per slot size, kept for the test binary's later hosts.
 fn fitted(policy: Policy) -> (Policy, Arc<Runtime>) {
+    static LARGER: Mutex<BTreeMap<usize, Arc<Runtime>>> = Mutex::new(BTreeMap::new());
     let mut config = runtime_config();
     let policy = policy.fit_runtime(&mut config);
-    if config.limits.max_memory_bytes <= runtime().limits().max_memory_bytes {
+    let slot = config.limits.max_memory_bytes;
+    if slot <= runtime().limits().max_memory_bytes {
         return (policy, runtime());
     }
-    let runtime = Runtime::new(config).expect("the wasm runtime starts");
+    let mut larger = LARGER.lock().unwrap_or_else(|e| e.into_inner());
+    let runtime = larger
+        .entry(slot)
+        .or_insert_with(|| Runtime::new(config).expect("the wasm runtime starts"))
+        .clone();
     (policy, runtime)
 }
 

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use operator_host::policy::Policy;
@@ -47,7 +47,7 @@ const HOSTILE_MEMORY_MIB: usize = 512;
 /// for 100,000 children, which the children limit must then refuse.
 const HOSTILE_RESPONSE_MIB: usize = 64;
 
-/// Latency is measured: one attack at a time (the tests of this file take turns).
+/// Latency is measured: one attack at a time (each [`Corpus`] holds the turn).
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn corpus_policy() -> Policy {
@@ -66,6 +66,8 @@ struct Corpus {
     attacks: Api<DynamicObject>,
     /// Names of Deployments as they appear, with the time they were seen.
     deployments_seen: mpsc::UnboundedReceiver<(String, Instant)>,
+    /// This test's turn: held from start to finish.
+    _turn: tokio::sync::MutexGuard<'static, ()>,
     /// The slowdown of Memcached's latency this test accepts.
     max_slowdown: f64,
     _plugins: tempfile::TempDir,
@@ -73,6 +75,7 @@ struct Corpus {
 
 impl Corpus {
     async fn start(test: &str) -> Corpus {
+        let turn = ONE_AT_A_TIME.lock().await;
         let ns = TestNamespace::new(test).await.unwrap();
         let plugins = tempfile::tempdir().unwrap();
         for (dir, name) in [("plugins", "memcached"), ("test-plugins", "hostile")] {
@@ -121,6 +124,7 @@ impl Corpus {
             memcacheds,
             attacks,
             deployments_seen,
+            _turn: turn,
             max_slowdown: MAX_SLOWDOWN,
             _plugins: plugins,
         };
@@ -242,21 +246,13 @@ impl Corpus {
         assert!(text.contains(message), "{message:?} not in {text:?}");
         self.compare(test, &spec).await;
 
-        let events = self.ns.api::<Event>();
-        wait_for("a Warning event with the reason", TIMEOUT, || async {
-            let listed = events.list(&ListParams::default()).await?;
-            Ok(listed
-                .items
-                .iter()
-                .any(|e| {
-                    e.type_.as_deref() == Some("Warning")
-                        && e.reason.as_deref() == Some(reason)
-                        && e.involved_object.name.as_deref() == Some("attack")
-                })
-                .then_some(()))
-        })
-        .await
-        .unwrap();
+        self.ns
+            .wait_for_event("a Warning event with the reason", |e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some(reason)
+                    && e.involved_object.name.as_deref() == Some("attack")
+            })
+            .await;
         assert!(
             self.host.reconciles(reason) > 0,
             "no reconcile counted as {reason}"
@@ -305,7 +301,6 @@ async fn attack(test: &str, spec: Value, reason: &str, message: &str) -> Corpus 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_infinite_loop_is_cut_off_at_the_deadline() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let corpus = attack(
         "hostile-loop",
         json!({"attack": "loop"}),
@@ -319,7 +314,6 @@ async fn an_infinite_loop_is_cut_off_at_the_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unbounded_memory_growth_stops_at_the_memory_limit() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let limit = (HOSTILE_MEMORY_MIB << 20).to_string();
     attack(
         "hostile-memory",
@@ -334,7 +328,6 @@ async fn unbounded_memory_growth_stops_at_the_memory_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deep_recursion_is_a_trap() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     attack(
         "hostile-recursion",
         json!({"attack": "stack-overflow"}),
@@ -348,7 +341,6 @@ async fn deep_recursion_is_a_trap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panic_is_a_trap_with_its_message() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     attack(
         "hostile-panic",
         json!({"attack": "panic"}),
@@ -362,7 +354,6 @@ async fn a_panic_is_a_trap_with_its_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_instruction_is_a_trap() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     attack(
         "hostile-unreachable",
         json!({"attack": "unreachable"}),
@@ -376,7 +367,6 @@ async fn an_unreachable_instruction_is_a_trap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_response_of_hundreds_of_megabytes_is_refused() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let limit = format!("over the limit of {} bytes", HOSTILE_RESPONSE_MIB << 20);
     attack(
         "hostile-big-response",
@@ -391,7 +381,6 @@ async fn a_response_of_hundreds_of_megabytes_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_thousand_children_are_refused_and_none_is_applied() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let corpus = attack(
         "hostile-children",
         json!({"attack": "many-children", "count": 100_000}),
@@ -405,7 +394,6 @@ async fn a_hundred_thousand_children_are_refused_and_none_is_applied() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_json_is_refused() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     attack(
         "hostile-invalid-json",
         json!({"attack": "invalid-json"}),
@@ -419,7 +407,6 @@ async fn invalid_json_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writing_to_stdout_in_a_loop_is_capped_and_cut_off() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let mut corpus = Corpus::start("hostile-stdout").await;
     corpus.max_slowdown = STDOUT_LOOP_MAX_SLOWDOWN;
     let corpus = corpus
@@ -436,7 +423,6 @@ async fn writing_to_stdout_in_a_loop_is_capped_and_cut_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_of_an_undeclared_kind_is_a_policy_violation() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let corpus = attack(
         "hostile-undeclared",
         json!({"attack": "undeclared-kind"}),
@@ -451,7 +437,6 @@ async fn a_child_of_an_undeclared_kind_is_a_policy_violation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_in_another_namespace_is_a_policy_violation() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let elsewhere = TestNamespace::new("hostile-elsewhere").await.unwrap();
     let corpus = attack(
         "hostile-namespace",
@@ -476,7 +461,6 @@ async fn a_child_in_another_namespace_is_a_policy_violation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_admin_binding_is_a_policy_violation() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let corpus = attack(
         "hostile-cluster-admin",
         json!({"attack": "cluster-admin"}),
@@ -491,7 +475,6 @@ async fn a_cluster_admin_binding_is_a_policy_violation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_owner_reference_is_a_policy_violation() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let corpus = attack(
         "hostile-forged-owner",
         json!({"attack": "forged-owner", "target": "victim"}),
@@ -505,7 +488,6 @@ async fn a_forged_owner_reference_is_a_policy_violation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_ownership_labels_are_a_policy_violation() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let corpus = attack(
         "hostile-forged-labels",
         json!({"attack": "forged-labels"}),
@@ -519,7 +501,6 @@ async fn forged_ownership_labels_are_a_policy_violation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_the_host_does_not_own_is_neither_adopted_nor_overwritten() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let corpus = Corpus::start("hostile-namesake").await;
     let precious: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": "precious"}, "data": {"owner": "a human"}
@@ -548,7 +529,6 @@ async fn an_object_the_host_does_not_own_is_neither_adopted_nor_overwritten() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_guest_cannot_read_files_or_environment_nor_open_sockets() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let mut corpus = Corpus::start("hostile-capabilities").await;
     let spec = json!({"attack": "capabilities"});
     let condition = corpus.launch(&spec).await;

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Event, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::{DynamicObject, ListParams};
 use operator_host::policy::Policy;
@@ -39,16 +39,10 @@ async fn violation(test: &str, policy: Policy) -> Value {
     })
     .await
     .unwrap();
-    wait_for("a PolicyViolation event", TIMEOUT, || async {
-        let events = ns.api::<Event>().list(&ListParams::default()).await?;
-        Ok(events
-            .items
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("PolicyViolation"))
-            .then_some(()))
+    ns.wait_for_event("a PolicyViolation event", |e| {
+        e.reason.as_deref() == Some("PolicyViolation")
     })
-    .await
-    .unwrap();
+    .await;
     let deployments = ns.api::<Deployment>().list(&ListParams::default()).await;
     assert!(deployments.unwrap().items.is_empty());
     let services = ns.api::<Service>().list(&ListParams::default()).await;

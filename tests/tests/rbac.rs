@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Event, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -166,16 +166,10 @@ async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
     })
     .await
     .unwrap();
-    wait_for("an event published by the host", TIMEOUT, || async {
-        let events = ns.api::<Event>().list(&ListParams::default()).await?;
-        Ok(events
-            .items
-            .iter()
-            .any(|e| e.involved_object.name.as_deref() == Some("cache"))
-            .then_some(()))
+    ns.wait_for_event("an event published by the host", |e| {
+        e.involved_object.name.as_deref() == Some("cache")
     })
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         host.reconciles_failed(),
         0,

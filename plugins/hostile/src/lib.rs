@@ -60,17 +60,17 @@ struct Hostile;
 static CALLS: AtomicU64 = AtomicU64::new(0);
 
 fn config_map(name: &str) -> String {
-    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}})
-        .to_string()
+    config_map_with(name, json!({}))
 }
 
-/// A ConfigMap named after the parent with `metadata` merged in.
+/// A ConfigMap named `name` with `metadata` merged into its metadata.
 fn config_map_with(name: &str, metadata: serde_json::Value) -> String {
-    let mut child: serde_json::Value = serde_json::from_str(&config_map(name)).unwrap_or_default();
-    if let (Some(into), Some(extra)) = (child["metadata"].as_object_mut(), metadata.as_object()) {
-        into.extend(extra.clone());
+    let mut merged = json!({"name": name});
+    if let (Some(into), serde_json::Value::Object(extra)) = (merged.as_object_mut(), metadata) {
+        into.extend(extra);
     }
-    child.to_string()
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": merged, "data": {"k": "v"}})
+        .to_string()
 }
 
 /// A status of about `bytes` bytes, filled in place (a copy would double the guest's memory,
