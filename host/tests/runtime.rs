@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use operator_host::runtime::{
-    CacheOutcome, CallError, Error, Limits, ReconcileRequest, ReconcileResponse, Runtime,
-    RuntimeConfig,
+    CacheOutcome, CallError, CallPriority, Error, Limits, ReconcileRequest, ReconcileResponse,
+    Runtime, RuntimeConfig,
 };
 use serde_json::{Value, json};
 use util::{runtime_with, test_plugin};
@@ -49,6 +49,33 @@ fn a_guest_that_loops_forever_is_cut_off_at_the_deadline() {
         }
     );
     assert!(elapsed < Duration::from_millis(400), "took {elapsed:?}");
+}
+
+#[test]
+fn hitting_a_resource_limit_demotes_the_plugin_and_a_trap_does_not() {
+    let limits = Limits {
+        call_timeout: Duration::from_millis(50),
+        max_memory_bytes: 32 << 20,
+        ..Limits::default()
+    };
+    let runtime = runtime_with(limits);
+    for (attack_name, demoted) in [
+        ("none", false),
+        ("panic", false),
+        ("loop", true),
+        ("memory", true),
+        ("big-response", true),
+    ] {
+        let plugin = runtime.load(&test_plugin("hostile")).unwrap();
+        assert_eq!(plugin.call_priority(), CallPriority::Normal);
+        let _ = plugin.reconcile(&attack(attack_name, 8 << 20), "test");
+        let expected = if demoted {
+            CallPriority::Demoted
+        } else {
+            CallPriority::Normal
+        };
+        assert_eq!(plugin.call_priority(), expected, "after {attack_name}");
+    }
 }
 
 #[test]

@@ -305,6 +305,18 @@ impl TestNamespace {
         .unwrap();
     }
 
+    /// Deletes the namespace and waits (up to `timeout`) until it and its contents are gone:
+    /// for tests that measure, so that this deletion's work does not land in the next one.
+    pub async fn cleanup_and_wait(self, timeout: Duration) -> Result<(), Error> {
+        let namespaces = Api::<Namespace>::all(self.client.clone());
+        let name = self.name.clone();
+        self.cleanup().await?;
+        wait_for(&format!("namespace {name} to be gone"), timeout, || async {
+            Ok(namespaces.get_opt(&name).await?.is_none().then_some(()))
+        })
+        .await
+    }
+
     /// Deletes the namespace (without waiting for its contents to go).
     pub async fn cleanup(mut self) -> Result<(), Error> {
         self.deleted = true;

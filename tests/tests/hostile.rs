@@ -27,6 +27,10 @@ use tokio::sync::mpsc;
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// Memcached samples per phase; the median of each phase is compared.
 const SAMPLES: usize = 24;
+/// Pause before each sample, for the writes that follow the previous one (the
+/// controller-manager's ReplicaSet, status updates) to settle: back to back, the samples
+/// would measure the API server's backlog on these 2 cores more than Memcached's latency.
+const SETTLE: Duration = Duration::from_millis(200);
 /// Alternations of the two phases.
 const BLOCKS: usize = 3;
 /// Most measurements (pooled) before a slowdown counts: attacks whose retries cost API calls
@@ -35,11 +39,6 @@ const BLOCKS: usize = 3;
 const ROUNDS: usize = 5;
 /// The most the median Memcached latency may grow while an attack runs.
 const MAX_SLOWDOWN: f64 = 1.2;
-/// The bound for the stdout-in-a-loop attack, which misses [`MAX_SLOWDOWN`]: measured 1.14x to
-/// 1.49x on 2 cores shared with the API server (every write is a host call; nice +10 plugin
-/// threads brought it down from up to 1.62x). A regression guard at what is measured, not the
-/// target: the miss is open work, recorded in docs/benchmarks.md section 4.
-const STDOUT_LOOP_MAX_SLOWDOWN: f64 = 1.5;
 /// The hostile plugin's memory limit in this corpus (the default is 64 MiB): large enough
 /// to build a response of hundreds of MB, which the response limit must then refuse.
 const HOSTILE_MEMORY_MIB: usize = 512;
@@ -68,8 +67,6 @@ struct Corpus {
     deployments_seen: mpsc::UnboundedReceiver<(String, Instant)>,
     /// This test's turn: held from start to finish.
     _turn: tokio::sync::MutexGuard<'static, ()>,
-    /// The slowdown of Memcached's latency this test accepts.
-    max_slowdown: f64,
     _plugins: tempfile::TempDir,
 }
 
@@ -125,7 +122,6 @@ impl Corpus {
             attacks,
             deployments_seen,
             _turn: turn,
-            max_slowdown: MAX_SLOWDOWN,
             _plugins: plugins,
         };
         // The first reconcile of a kind pays for cache syncs: not part of any phase.
@@ -135,6 +131,7 @@ impl Corpus {
 
     /// Creates one Memcached and returns the time until its Deployment is seen.
     async fn memcached_latency(&mut self, name: &str) -> Duration {
+        tokio::time::sleep(SETTLE).await;
         let started = Instant::now();
         create(
             &self.memcacheds,
@@ -218,9 +215,9 @@ impl Corpus {
                 SAMPLES * round,
                 alone.as_secs_f64() * 1e3,
                 attacked.as_secs_f64() * 1e3,
-                self.max_slowdown,
+                MAX_SLOWDOWN,
             );
-            if ratio <= self.max_slowdown {
+            if ratio <= MAX_SLOWDOWN {
                 break;
             }
             assert!(
@@ -277,7 +274,7 @@ impl Corpus {
         .await
         .unwrap();
         self.host.stop().await;
-        self.ns.cleanup().await.unwrap();
+        self.ns.cleanup_and_wait(TIMEOUT).await.unwrap();
     }
 
     async fn config_map(&self, name: &str) -> Option<ConfigMap> {
@@ -407,9 +404,8 @@ async fn invalid_json_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writing_to_stdout_in_a_loop_is_capped_and_cut_off() {
-    let mut corpus = Corpus::start("hostile-stdout").await;
-    corpus.max_slowdown = STDOUT_LOOP_MAX_SLOWDOWN;
-    let corpus = corpus
+    let corpus = Corpus::start("hostile-stdout")
+        .await
         .contained(
             "hostile-stdout",
             json!({"attack": "stdout-flood", "count": 1_000_000_000_000u64}),

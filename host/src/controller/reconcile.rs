@@ -265,7 +265,7 @@ async fn call_plan(
         .map_err(|e| Error::PluginTask(e.to_string()))?;
     let started = Instant::now();
     let call_plugin = plugin.clone();
-    let plan = crate::runtime::spawn_call(move || {
+    let plan = crate::runtime::spawn_call(plugin.compiled.call_priority(), move || {
         plan::plan(&call_plugin, &parent, &observed, &now_rfc3339())
     })
     .await
@@ -536,10 +536,12 @@ async fn finalize(
         observed: observed.iter().map(Value::to_string).collect(),
     };
     let context = format!("{}:{}", plugin.decl.name, parent_key(parent));
-    let outcome = crate::runtime::spawn_call(move || plugin.compiled.finalize(&request, &context))
-        .await
-        .map_err(|e| Error::PluginTask(e.to_string()))?
-        .map_err(PlanError::from)?;
+    let outcome = crate::runtime::spawn_call(plugin.compiled.call_priority(), move || {
+        plugin.compiled.finalize(&request, &context)
+    })
+    .await
+    .map_err(|e| Error::PluginTask(e.to_string()))?
+    .map_err(PlanError::from)?;
     match outcome {
         Ok(response) if response.done => {
             let index = parent

@@ -1,45 +1,78 @@
-//! The threads sandboxed calls run on: a pool of their own, below the host's priority.
+//! The threads sandboxed calls run on: one pool at the host's priority, one below everything.
 
 use std::sync::OnceLock;
 
+use thread_priority::{
+    NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+    set_thread_priority_and_policy, thread_native_id,
+};
 use tokio::runtime::{Builder, Runtime};
 use tokio::task::JoinHandle;
 
-/// How much lower than the host's threads plugin calls are scheduled (a nice increment): a
-/// plugin that burns its whole CPU deadline yields the cores to the watches, the applies and
-/// the API server instead of competing with them as an equal.
-pub const CALL_NICENESS: i32 = 10;
+/// Where a plugin's calls are scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallPriority {
+    /// The host's own priority: a well-behaved plugin's calls take a millisecond or so, and
+    /// making them wait behind the API server costs convergence throughput.
+    Normal,
+    /// `SCHED_IDLE`: for a plugin that recently hit a CPU, memory or response limit. Such a
+    /// call only gets a core nothing else wants, and any waking thread of the host or the
+    /// API server preempts it at once (a niced thread would keep its slice).
+    Demoted,
+}
 
-/// Runs `call` (a sandboxed call) on a thread of the call pool; await the handle from any
-/// runtime.
-pub fn spawn_call<R, F>(call: F) -> JoinHandle<R>
+/// Runs `call` (a sandboxed call) on a thread of the pool for `priority`; await the handle
+/// from any runtime.
+pub fn spawn_call<R, F>(priority: CallPriority, call: F) -> JoinHandle<R>
 where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    call_pool().spawn_blocking(call)
+    static NORMAL: OnceLock<Runtime> = OnceLock::new();
+    static DEMOTED: OnceLock<Runtime> = OnceLock::new();
+    let pool = match priority {
+        CallPriority::Normal => NORMAL.get_or_init(|| call_pool("plugin-call", || {})),
+        CallPriority::Demoted => DEMOTED.get_or_init(|| call_pool("plugin-call-idle", demote)),
+    };
+    pool.spawn_blocking(call)
 }
 
-fn call_pool() -> &'static Runtime {
-    static POOL: OnceLock<Runtime> = OnceLock::new();
-    POOL.get_or_init(|| {
-        Builder::new_multi_thread()
-            // Only blocking threads do work here; one worker is the minimum tokio allows.
-            .worker_threads(1)
-            .thread_name("plugin-call")
-            .on_thread_start(lower_priority)
-            .enable_all()
-            .build()
-            .expect("the plugin call pool starts")
-    })
+/// A runtime used only for its blocking threads, each started with `on_start`.
+fn call_pool(name: &str, on_start: fn()) -> Runtime {
+    Builder::new_multi_thread()
+        // Only blocking threads do work here; one worker is the minimum tokio allows.
+        .worker_threads(1)
+        .thread_name(name)
+        .on_thread_start(on_start)
+        .enable_all()
+        .build()
+        .expect("a plugin call pool starts")
 }
 
-/// Lowers the calling thread's priority (on Linux, a TID names one thread). Failing is
-/// harmless: the calls then run at the host's priority, as before.
-fn lower_priority() {
-    let tid = rustix::thread::gettid();
-    let current = rustix::process::getpriority_process(Some(tid)).unwrap_or(0);
-    if let Err(error) = rustix::process::setpriority_process(Some(tid), current + CALL_NICENESS) {
-        tracing::debug!(%error, "plugin call thread keeps the host's priority");
+/// Moves the calling thread to `SCHED_IDLE`. Failing is harmless: the demoted calls then
+/// run at the host's priority.
+fn demote() {
+    let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+    if let Err(error) =
+        set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, idle)
+    {
+        tracing::debug!(
+            ?error,
+            "demoted plugin call thread keeps the host's priority"
+        );
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use thread_priority::thread_schedule_policy;
+
+    #[tokio::test]
+    async fn demoted_calls_run_at_idle_policy_and_normal_ones_do_not() {
+        let policy_of = |priority| spawn_call(priority, || thread_schedule_policy().unwrap());
+        let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+        assert_eq!(policy_of(CallPriority::Demoted).await.unwrap(), idle);
+        assert_ne!(policy_of(CallPriority::Normal).await.unwrap(), idle);
     }
 }

@@ -15,8 +15,13 @@
 //! - No state survives a call: every call instantiates from the `InstancePre` made at load.
 //! - A call never runs longer than its deadline plus one epoch tick.
 //!
+//! - A plugin whose call hit its CPU, memory or response limit has its calls demoted to
+//!   `SCHED_IDLE` threads for [`DEMOTION_PERIOD`] (see [`CompiledPlugin::call_priority`]), so
+//!   a plugin that keeps burning its limits only gets cores nothing else wants.
+//!
 //! # Caveats
-//! - Calls are synchronous; async callers run them on a blocking thread (see the controller).
+//! - Calls are synchronous; async callers run them with [`spawn_call`] on a pool of threads
+//!   of their own.
 
 mod bindings;
 mod cache;
@@ -24,9 +29,9 @@ mod calls;
 mod sandbox;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
@@ -41,7 +46,7 @@ pub use bindings::types::{
 pub use bindings::{CONTRACT, PLUGIN_INTERFACE};
 pub use cache::{CacheOutcome, CompileCache};
 
-pub use calls::{CALL_NICENESS, spawn_call};
+pub use calls::{CallPriority, spawn_call};
 
 use bindings::{Reconciler, ReconcilerPre};
 use sandbox::SandboxState;
@@ -87,6 +92,22 @@ pub enum CallError {
     #[error("cannot instantiate the plugin: {message}")]
     Instantiate { message: String },
 }
+
+impl CallError {
+    /// Whether the call was stopped for using too much CPU, memory or response space (as
+    /// opposed to failing on its own): what a plugin's [`CallPriority`] reacts to.
+    pub fn is_resource_limit(&self) -> bool {
+        matches!(
+            self,
+            CallError::Timeout { .. }
+                | CallError::OutOfMemory { .. }
+                | CallError::ResponseTooLarge { .. }
+        )
+    }
+}
+
+/// How long a plugin's calls stay demoted after one of them hit a resource limit.
+pub const DEMOTION_PERIOD: Duration = Duration::from_secs(10 * 60);
 
 /// Per-call resource limits. Every plugin gets these unless configured otherwise.
 #[derive(Debug, Clone, PartialEq)]
@@ -301,7 +322,8 @@ impl Runtime {
                 bytes.len(),
                 CacheOutcome::Miss,
             )?
-            .with_limits(plugin.limits.clone()))
+            .with_limits(plugin.limits.clone())
+            .with_limit_record_of(plugin))
     }
 
     /// Type-checks `component` against the contract.
@@ -339,6 +361,7 @@ impl Runtime {
             size,
             cache,
             limits: self.limits.clone(),
+            last_limit_hit: Arc::default(),
         })
     }
 
@@ -465,6 +488,9 @@ pub struct CompiledPlugin {
     size: usize,
     cache: CacheOutcome,
     limits: Limits,
+    /// When a call of this plugin last hit its CPU, memory or response limit; shared by
+    /// the tiers of one content.
+    last_limit_hit: Arc<Mutex<Option<Instant>>>,
 }
 
 impl std::fmt::Debug for CompiledPlugin {
@@ -509,13 +535,59 @@ impl CompiledPlugin {
         self
     }
 
+    /// Shares `other`'s record of limit hits (the same content, another tier).
+    fn with_limit_record_of(mut self, other: &CompiledPlugin) -> Self {
+        self.last_limit_hit = other.last_limit_hit.clone();
+        self
+    }
+
+    /// Where this plugin's next call runs: demoted for [`DEMOTION_PERIOD`] after one of its
+    /// calls hit a CPU, memory or response limit (an attack repeated by retries then only
+    /// gets idle cores), at the host's priority otherwise.
+    pub fn call_priority(&self) -> CallPriority {
+        let last_hit = *self
+            .last_limit_hit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match last_hit {
+            Some(at) if at.elapsed() < DEMOTION_PERIOD => CallPriority::Demoted,
+            _ => CallPriority::Normal,
+        }
+    }
+
+    /// Remembers `error` if it is a resource limit being hit; passes the result through.
+    fn note_limit_hit<T>(
+        &self,
+        context: &str,
+        result: Result<T, CallError>,
+    ) -> Result<T, CallError> {
+        if let Err(error) = &result
+            && error.is_resource_limit()
+        {
+            let mut last_hit = self
+                .last_limit_hit
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if last_hit.is_none_or(|at| at.elapsed() >= DEMOTION_PERIOD) {
+                tracing::warn!(
+                    plugin = context,
+                    %error,
+                    period = ?DEMOTION_PERIOD,
+                    "plugin hit a resource limit: its calls run at idle priority for the period"
+                );
+            }
+            *last_hit = Some(Instant::now());
+        }
+        result
+    }
+
     /// Calls `info` with the short `info` deadline.
     pub fn info(&self) -> Result<PluginInfo, CallError> {
         let info = self.call("info", self.limits.info_timeout, |plugin, store| {
             plugin.call_info(store)
         })?;
         let size = info.crd.len() + info.name.len() + info.version.len();
-        self.check_response_size(size)?;
+        self.check_response_size("info", size)?;
         Ok(info)
     }
 
@@ -531,7 +603,7 @@ impl CompiledPlugin {
         if let Ok(response) = &result {
             let size =
                 response.status.len() + response.children.iter().map(String::len).sum::<usize>();
-            self.check_response_size(size)?;
+            self.check_response_size(context, size)?;
         }
         Ok(result)
     }
@@ -556,12 +628,15 @@ impl CompiledPlugin {
             .saturating_add(1 << 20)
     }
 
-    fn check_response_size(&self, size: usize) -> Result<(), CallError> {
+    fn check_response_size(&self, context: &str, size: usize) -> Result<(), CallError> {
         if size > self.limits.max_response_bytes {
-            return Err(CallError::ResponseTooLarge {
-                size,
-                limit: self.limits.max_response_bytes,
-            });
+            return self.note_limit_hit(
+                context,
+                Err(CallError::ResponseTooLarge {
+                    size,
+                    limit: self.limits.max_response_bytes,
+                }),
+            );
         }
         Ok(())
     }
@@ -596,12 +671,15 @@ impl CompiledPlugin {
                     .map_err(|e| self.classify_failure(&store, deadline, e))
             });
         let stderr_tail = forward_output(&store, context);
-        outcome.map_err(|error| match error {
-            CallError::Trap { message } if !stderr_tail.is_empty() => CallError::Trap {
-                message: format!("{message}; stderr: {stderr_tail}"),
-            },
-            other => other,
-        })
+        self.note_limit_hit(
+            context,
+            outcome.map_err(|error| match error {
+                CallError::Trap { message } if !stderr_tail.is_empty() => CallError::Trap {
+                    message: format!("{message}; stderr: {stderr_tail}"),
+                },
+                other => other,
+            }),
+        )
     }
 
     fn classify_failure(
