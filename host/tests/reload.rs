@@ -393,75 +393,61 @@ async fn drain(signals: &mut UnboundedReceiver<()>, quiet: Duration) -> usize {
     count
 }
 
+/// Makes each kind of change to a plugin file in `dir` (create, in place, rename, delete, a
+/// ConfigMap volume and its `..data` swap) and asserts a signal `within` each.
+async fn assert_each_change_signalled(
+    dir: &Path,
+    signals: &mut UnboundedReceiver<()>,
+    within: Duration,
+) {
+    let path = dir.join("memcached.wasm");
+    let quiet = Duration::from_millis(200);
+    std::fs::write(&path, v1()).unwrap();
+    assert!(next_signal(signals, within).await.is_some(), "create");
+    drain(signals, quiet).await;
+    std::fs::write(&path, v2()).unwrap();
+    assert!(next_signal(signals, within).await.is_some(), "in place");
+    drain(signals, quiet).await;
+    write_by_rename(&path, &v1());
+    assert!(next_signal(signals, within).await.is_some(), "rename");
+    drain(signals, quiet).await;
+    std::fs::remove_file(&path).unwrap();
+    assert!(next_signal(signals, within).await.is_some(), "delete");
+    drain(signals, quiet).await;
+    let mut volume = ConfigMapVolume::new(dir, "memcached.wasm", &v1());
+    assert!(next_signal(signals, within).await.is_some(), "volume");
+    drain(signals, quiet).await;
+    volume.update("memcached.wasm", &v2());
+    assert!(
+        next_signal(signals, within).await.is_some(),
+        "..data symlink swap"
+    );
+    drain(signals, quiet).await;
+}
+
 #[tokio::test]
 async fn the_watcher_signals_each_kind_of_change_and_is_quiet_otherwise() {
     let dir = tempfile::tempdir().unwrap();
     let (_watcher, mut signals) = watch::watch_dir(dir.path(), watch::DEFAULT_DEBOUNCE).unwrap();
-    let settle = Duration::from_secs(2);
+    let no_signal_within = Duration::from_millis(300);
     assert!(
-        next_signal(&mut signals, Duration::from_millis(300))
-            .await
-            .is_none(),
+        next_signal(&mut signals, no_signal_within).await.is_none(),
         "no change, no signal"
     );
-    let path = dir.path().join("memcached.wasm");
-    std::fs::write(&path, v1()).unwrap();
-    assert!(next_signal(&mut signals, settle).await.is_some(), "create");
-    drain(&mut signals, Duration::from_millis(200)).await;
+    assert_each_change_signalled(dir.path(), &mut signals, Duration::from_secs(2)).await;
     // Reading is not a change (the registry reads every file it scans).
-    std::fs::read(&path).unwrap();
+    std::fs::read(dir.path().join("memcached.wasm")).unwrap();
     assert!(
-        next_signal(&mut signals, Duration::from_millis(300))
-            .await
-            .is_none(),
+        next_signal(&mut signals, no_signal_within).await.is_none(),
         "a read made a signal"
-    );
-    std::fs::write(&path, v2()).unwrap();
-    assert!(
-        next_signal(&mut signals, settle).await.is_some(),
-        "in place"
-    );
-    drain(&mut signals, Duration::from_millis(200)).await;
-    write_by_rename(&path, &v1());
-    assert!(next_signal(&mut signals, settle).await.is_some(), "rename");
-    drain(&mut signals, Duration::from_millis(200)).await;
-    std::fs::remove_file(&path).unwrap();
-    assert!(next_signal(&mut signals, settle).await.is_some(), "delete");
-    drain(&mut signals, Duration::from_millis(200)).await;
-    let mut volume = ConfigMapVolume::new(dir.path(), "memcached.wasm", &v1());
-    assert!(next_signal(&mut signals, settle).await.is_some(), "volume");
-    drain(&mut signals, Duration::from_millis(200)).await;
-    volume.update("memcached.wasm", &v2());
-    assert!(
-        next_signal(&mut signals, settle).await.is_some(),
-        "..data symlink swap"
     );
 }
 
 #[tokio::test]
 async fn a_completed_write_is_signalled_without_waiting_for_the_debounce() {
     let dir = tempfile::tempdir().unwrap();
-    let debounce = Duration::from_secs(5);
-    let (_watcher, mut signals) = watch::watch_dir(dir.path(), debounce).unwrap();
-    let path = dir.path().join("memcached.wasm");
-    let prompt = Duration::from_secs(1);
-    std::fs::write(&path, v1()).unwrap();
-    assert!(next_signal(&mut signals, prompt).await.is_some(), "write");
-    drain(&mut signals, Duration::from_millis(200)).await;
-    write_by_rename(&path, &v2());
-    assert!(next_signal(&mut signals, prompt).await.is_some(), "rename");
-    drain(&mut signals, Duration::from_millis(200)).await;
-    std::fs::remove_file(&path).unwrap();
-    assert!(next_signal(&mut signals, prompt).await.is_some(), "delete");
-    drain(&mut signals, Duration::from_millis(200)).await;
-    let mut volume = ConfigMapVolume::new(dir.path(), "memcached.wasm", &v1());
-    assert!(next_signal(&mut signals, prompt).await.is_some(), "volume");
-    drain(&mut signals, Duration::from_millis(200)).await;
-    volume.update("memcached.wasm", &v2());
-    assert!(
-        next_signal(&mut signals, prompt).await.is_some(),
-        "..data symlink swap"
-    );
+    let (_watcher, mut signals) = watch::watch_dir(dir.path(), Duration::from_secs(5)).unwrap();
+    assert_each_change_signalled(dir.path(), &mut signals, Duration::from_secs(1)).await;
 }
 
 #[tokio::test]

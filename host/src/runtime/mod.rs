@@ -14,7 +14,6 @@
 //! # Guarantees
 //! - No state survives a call: every call instantiates from the `InstancePre` made at load.
 //! - A call never runs longer than its deadline plus one epoch tick.
-//!
 //! - A plugin whose call hit its CPU, memory or response limit has its calls demoted to
 //!   `SCHED_IDLE` threads for [`DEMOTION_PERIOD`] (see [`CompiledPlugin::call_priority`]), so
 //!   a plugin that keeps burning its limits only gets cores nothing else wants.
