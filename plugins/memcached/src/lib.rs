@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{CustomResource, ResourceExt};
 use operator_host_sdk::{
-    Condition, Desired, Error, Kind, Observed, Reconciler, child_meta, kind_of,
+    Condition, Desired, Error, Kind, Observed, Reconciler, WorkloadView, child_meta, kind_of,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -98,7 +98,7 @@ impl Reconciler for MemcachedOperator {
         let mut desired = Desired::new();
         desired.child(&deployment(&name, &parent.spec, &labels))?;
         desired.child(&service(&name, &parent.spec, &labels))?;
-        let observed_deployment = observed.view::<Deployment, ObservedDeployment>(&name)?;
+        let observed_deployment = observed.view::<Deployment, WorkloadView>(&name)?;
         desired.status(&status(parent, observed_deployment.as_ref(), &labels))?;
         Ok(desired)
     }
@@ -230,33 +230,10 @@ fn service(name: &str, spec: &MemcachedSpec, selector: &BTreeMap<String, String>
     }
 }
 
-/// The fields of the observed Deployment that the status is computed from. Decoding only
-/// these, not a whole `Deployment`, keeps the pod spec's deserializers out of the plugin: the
-/// component is a third smaller and compiles that much faster on a reload.
-#[derive(Debug, Default, Deserialize)]
-struct ObservedDeployment {
-    #[serde(default)]
-    spec: ObservedDeploymentSpec,
-    #[serde(default)]
-    status: ObservedDeploymentStatus,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct ObservedDeploymentSpec {
-    replicas: Option<i32>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ObservedDeploymentStatus {
-    ready_replicas: Option<i32>,
-    updated_replicas: Option<i32>,
-}
-
 /// Status from the observed Deployment: nothing is assumed that was not observed.
 fn status(
     parent: &Memcached,
-    observed: Option<&ObservedDeployment>,
+    observed: Option<&WorkloadView>,
     selector: &BTreeMap<String, String>,
 ) -> MemcachedStatus {
     let generation = parent.metadata.generation;

@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
-use operator_host_sdk::{Desired, Error, Kind, Observed, Reconciler, kind_of};
+use operator_host_sdk::{Desired, Error, Kind, Observed, Reconciler, WorkloadView, kind_of};
 
 pub mod children;
 pub mod config;
@@ -62,8 +62,9 @@ impl Reconciler for MySqlOperator {
         }
         desired.child(&children::pdb(&name))?;
 
-        let stateful_set = observed.get::<StatefulSet>(&name)?;
-        let router = observed.get::<Deployment>(&children::router_name(&name))?;
+        // Views, not whole objects: the pod templates' deserializers stay out of the plugin.
+        let stateful_set = observed.view::<StatefulSet, WorkloadView>(&name)?;
+        let router = observed.view::<Deployment, WorkloadView>(&children::router_name(&name))?;
         desired.status(&status::status(
             parent,
             stateful_set.as_ref(),

@@ -11,8 +11,7 @@
 //! | `INITIALIZING` | `ready == 0`, the StatefulSet is observed and has created pods (`status.replicas > 0`) |
 //! | `PENDING` | otherwise: the StatefulSet is not observed yet, or has no pods yet |
 
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use operator_host_sdk::Condition;
+use operator_host_sdk::{Condition, WorkloadView};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -70,8 +69,8 @@ pub const OFFLINE: &str = "OFFLINE";
 /// only memory (to tell OFFLINE from PENDING).
 pub fn status(
     parent: &InnoDBCluster,
-    stateful_set: Option<&StatefulSet>,
-    router: Option<&Deployment>,
+    stateful_set: Option<&WorkloadView>,
+    router: Option<&WorkloadView>,
 ) -> InnoDBClusterStatus {
     let generation = parent.metadata.generation;
     let instances = parent.spec.instances;
@@ -80,17 +79,14 @@ pub fn status(
         .as_ref()
         .map(|s| s.cluster.status.as_str())
         .unwrap_or("");
-    let sts_status = stateful_set.and_then(|s| s.status.clone());
-    let ready = sts_status
-        .as_ref()
-        .and_then(|s| s.ready_replicas)
+    let ready = stateful_set
+        .and_then(|s| s.status.ready_replicas)
         .unwrap_or(0);
-    let pods = sts_status.as_ref().map(|s| s.replicas).unwrap_or(0);
+    let pods = stateful_set.and_then(|s| s.status.replicas).unwrap_or(0);
     let caught_up = stateful_set.is_some_and(|s| {
-        s.spec.as_ref().and_then(|spec| spec.replicas) == Some(instances)
-            && sts_status
-                .as_ref()
-                .and_then(|st| st.observed_generation)
+        s.spec.replicas == Some(instances)
+            && s.status
+                .observed_generation
                 .is_some_and(|g| Some(g) >= s.metadata.generation)
     });
     let state = if ready >= instances && caught_up {
@@ -137,13 +133,8 @@ pub fn status(
     let ready_condition = Condition::new("Ready", state == ONLINE, reason, message, generation);
 
     let wanted_routers = parent.spec.router.instances;
-    let routers_ready = router
-        .and_then(|d| d.status.as_ref())
-        .and_then(|s| s.ready_replicas)
-        .unwrap_or(0);
-    let router_replicas = router
-        .and_then(|d| d.spec.as_ref())
-        .and_then(|s| s.replicas);
+    let routers_ready = router.and_then(|d| d.status.ready_replicas).unwrap_or(0);
+    let router_replicas = router.and_then(|d| d.spec.replicas);
     let router_condition = if wanted_routers == 0 {
         Condition::new(
             "RouterReady",

@@ -229,8 +229,9 @@ mod tests {
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::Service;
     use k8s_openapi::api::rbac::v1::ClusterRole;
-    use serde::Deserialize;
     use serde_json::json;
+
+    use crate::WorkloadView;
 
     #[test]
     fn kind_of_reads_group_plural_and_scope() {
@@ -258,31 +259,41 @@ mod tests {
 
     #[test]
     fn observed_view_decodes_only_the_fields_asked_for() {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Ready {
-            ready_replicas: i32,
-        }
-        #[derive(Deserialize)]
-        struct View {
-            status: Ready,
-        }
         let observed = Observed::new(vec![
             json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"},
                    "status": {"readyReplicas": 7}}),
-            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"},
-                   "spec": {"template": {"spec": {"volumes": [{"name": "v", "emptyDir": {}}]}}},
-                   "status": {"readyReplicas": 2}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "a", "generation": 4},
+                   "spec": {"replicas": 3,
+                            "template": {"spec": {"volumes": [{"name": "v", "emptyDir": {}}]}}},
+                   "status": {"readyReplicas": 2, "observedGeneration": 4}}),
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "b"},
                    "status": {"readyReplicas": "two"}}),
         ]);
-        let view = observed.view::<Deployment, View>("a").unwrap().unwrap();
-        assert_eq!(view.status.ready_replicas, 2);
-        assert!(observed.view::<Deployment, View>("c").unwrap().is_none());
+        let view = observed
+            .view::<Deployment, WorkloadView>("a")
+            .unwrap()
+            .unwrap();
+        assert_eq!(view.metadata.generation, Some(4));
+        assert_eq!(view.spec.replicas, Some(3));
+        assert_eq!(view.status.ready_replicas, Some(2));
+        assert_eq!(view.status.observed_generation, Some(4));
+        assert_eq!(view.status.updated_replicas, None);
+        assert!(
+            observed
+                .view::<Deployment, WorkloadView>("c")
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            observed
+                .view::<Service, WorkloadView>("b")
+                .unwrap()
+                .is_none()
+        );
         let err = observed
-            .view::<Deployment, View>("b")
-            .err()
-            .expect("a string where a number belongs is an error");
+            .view::<Deployment, WorkloadView>("b")
+            .expect_err("a string where a number belongs is an error");
         assert!(
             err.message().contains("Deployment \"b\" does not decode"),
             "{err}"

@@ -35,6 +35,7 @@ mod error;
 pub mod log;
 mod reconciler;
 mod status;
+mod view;
 
 #[doc(hidden)]
 pub mod __private;
@@ -43,6 +44,7 @@ pub use children::{Desired, Kind, Observed, child_meta, kind_of};
 pub use error::Error;
 pub use reconciler::{Finalized, Reconciler};
 pub use status::{Condition, conditions_schema};
+pub use view::{GenerationView, ReplicasView, WorkloadStatusView, WorkloadView};
 
 pub use k8s_openapi;
 pub use kube;
