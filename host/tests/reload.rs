@@ -376,6 +376,16 @@ fn content_the_cache_has_not_seen_serves_a_baseline_build_then_the_optimized_one
     assert_eq!(again.tier(), Tier::Optimized);
 }
 
+/// [`Fixture::sync`] on a blocking thread: loading compiles, which must not stall the runtime.
+async fn sync_off_runtime(mut fixture: Fixture) -> (Fixture, Vec<Proposal>) {
+    tokio::task::spawn_blocking(move || {
+        let proposals = fixture.sync();
+        (fixture, proposals)
+    })
+    .await
+    .unwrap()
+}
+
 /// Waits for the watcher's next signal; `None` if there is none within `timeout`.
 async fn next_signal(signals: &mut UnboundedReceiver<()>, timeout: Duration) -> Option<()> {
     tokio::time::timeout(timeout, signals.recv())
@@ -384,13 +394,15 @@ async fn next_signal(signals: &mut UnboundedReceiver<()>, timeout: Duration) -> 
         .flatten()
 }
 
-/// Signals that arrive within `quiet` of each other, after the first.
-async fn drain(signals: &mut UnboundedReceiver<()>, quiet: Duration) -> usize {
-    let mut count = 0;
-    while next_signal(signals, quiet).await.is_some() {
-        count += 1;
-    }
-    count
+/// Consumes the signals that arrive within `quiet` of each other.
+async fn drain(signals: &mut UnboundedReceiver<()>, quiet: Duration) {
+    while next_signal(signals, quiet).await.is_some() {}
+}
+
+/// Asserts a signal for `change` within `within`, then consumes the rest of its burst.
+async fn expect_signal(signals: &mut UnboundedReceiver<()>, within: Duration, change: &str) {
+    assert!(next_signal(signals, within).await.is_some(), "{change}");
+    drain(signals, Duration::from_millis(200)).await;
 }
 
 /// Makes each kind of change to a plugin file in `dir` (create, in place, rename, delete, a
@@ -401,28 +413,18 @@ async fn assert_each_change_signalled(
     within: Duration,
 ) {
     let path = dir.join("memcached.wasm");
-    let quiet = Duration::from_millis(200);
     std::fs::write(&path, v1()).unwrap();
-    assert!(next_signal(signals, within).await.is_some(), "create");
-    drain(signals, quiet).await;
+    expect_signal(signals, within, "create").await;
     std::fs::write(&path, v2()).unwrap();
-    assert!(next_signal(signals, within).await.is_some(), "in place");
-    drain(signals, quiet).await;
+    expect_signal(signals, within, "in place").await;
     write_by_rename(&path, &v1());
-    assert!(next_signal(signals, within).await.is_some(), "rename");
-    drain(signals, quiet).await;
+    expect_signal(signals, within, "rename").await;
     std::fs::remove_file(&path).unwrap();
-    assert!(next_signal(signals, within).await.is_some(), "delete");
-    drain(signals, quiet).await;
+    expect_signal(signals, within, "delete").await;
     let mut volume = ConfigMapVolume::new(dir, "memcached.wasm", &v1());
-    assert!(next_signal(signals, within).await.is_some(), "volume");
-    drain(signals, quiet).await;
+    expect_signal(signals, within, "volume").await;
     volume.update("memcached.wasm", &v2());
-    assert!(
-        next_signal(signals, within).await.is_some(),
-        "..data symlink swap"
-    );
-    drain(signals, quiet).await;
+    expect_signal(signals, within, "..data symlink swap").await;
 }
 
 #[tokio::test]
@@ -452,14 +454,9 @@ async fn a_completed_write_is_signalled_without_waiting_for_the_debounce() {
 
 #[tokio::test]
 async fn a_burst_of_writes_becomes_one_reload_of_the_final_content() {
-    let mut fixture = tokio::task::spawn_blocking(|| {
-        let mut fixture = Fixture::new();
-        std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
-        fixture.sync();
-        fixture
-    })
-    .await
-    .unwrap();
+    let fixture = tokio::task::spawn_blocking(Fixture::new).await.unwrap();
+    std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
+    let (fixture, _) = sync_off_runtime(fixture).await;
     let (_watcher, mut signals) =
         watch::watch_dir(fixture.dir.path(), watch::DEFAULT_DEBOUNCE).unwrap();
     // `cp` of the new build: truncate, then the bytes in 64 KiB chunks.
@@ -479,25 +476,15 @@ async fn a_burst_of_writes_becomes_one_reload_of_the_final_content() {
             .is_some()
     );
     // The first signal already finds the final content: one reload, nothing half-written.
-    let mut fixture = tokio::task::spawn_blocking(move || {
-        let proposals = fixture.sync();
-        assert!(
-            matches!(proposals.as_slice(), [Proposal::Replace { .. }]),
-            "burst written in {written:?}: {proposals:?}"
-        );
-        fixture
-    })
-    .await
-    .unwrap();
+    let (fixture, proposals) = sync_off_runtime(fixture).await;
+    assert!(
+        matches!(proposals.as_slice(), [Proposal::Replace { .. }]),
+        "burst written in {written:?}: {proposals:?}"
+    );
     // Later signals of the same burst (the debounced one) find nothing new.
     drain(&mut signals, Duration::from_millis(300)).await;
-    let mut fixture = tokio::task::spawn_blocking(move || {
-        let proposals = fixture.sync();
-        assert!(proposals.is_empty(), "{proposals:?}");
-        fixture
-    })
-    .await
-    .unwrap();
+    let (mut fixture, proposals) = sync_off_runtime(fixture).await;
+    assert!(proposals.is_empty(), "{proposals:?}");
     assert_eq!(
         fixture.reloads("rejected"),
         0,
