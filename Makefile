@@ -7,8 +7,9 @@ PLUGINS_DIR := target/plugins
 TEST_PLUGINS_DIR := target/test-plugins
 # Example plugins, served by `operator-host run`.
 PLUGINS := memcached mysql
-# Test-only plugins: hostile guests, another contract version, the v2 Memcached.
-TEST_PLUGINS := hostile wrong-contract
+# Test-only plugins: hostile guests, another contract version, a parent kind of its own for
+# the CRD-ownership tests (squatter), the v2 Memcached.
+TEST_PLUGINS := hostile wrong-contract squatter
 
 .PHONY: build host plugins test-plugins test lint fmt bench bench-cluster cluster-down cluster demo clean fuzz
 

@@ -69,7 +69,9 @@ enum Command {
         /// (default: all namespaces).
         #[arg(long = "namespace", value_name = "NAMESPACE")]
         namespaces: Vec<String>,
-        /// Apply each plugin's CRD and wait until it is Established before starting it.
+        /// Install each plugin's CRD and wait until it is Established before starting the
+        /// plugin: created if absent, updated if this host installed it for the same plugin
+        /// (annotation operator-host.dev/installed-for), any other CRD of that name refused.
         #[arg(long)]
         install_crds: bool,
         /// Address of /metrics, /healthz and /readyz.

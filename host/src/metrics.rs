@@ -44,6 +44,13 @@ pub struct KindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    pub plugin: String,
+    /// `apply`, `prune`, `status`, `finalizer` or `event`.
+    pub write: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct VersionLabels {
     pub plugin: String,
     pub version: String,
@@ -72,6 +79,9 @@ pub struct Metrics {
     pub applies: Family<KindLabels, Counter>,
     /// Children pruned by plugin and kind.
     pub prunes: Family<KindLabels, Counter>,
+    /// API writes caused by a plugin's reconciles, by plugin and what was written: what
+    /// its write budget limits.
+    pub api_writes: Family<WriteLabels, Counter>,
     /// Reconciles running or waiting for a plugin slot.
     pub in_flight: Family<PluginLabels, Gauge>,
     /// 1 for the version of each plugin that is live.
@@ -105,6 +115,7 @@ impl Metrics {
         });
         let applies = Family::<KindLabels, Counter>::default();
         let prunes = Family::<KindLabels, Counter>::default();
+        let api_writes = Family::<WriteLabels, Counter>::default();
         let in_flight = Family::<PluginLabels, Gauge>::default();
         let plugin_info = Family::<VersionLabels, Gauge>::default();
         let reloads = Family::<ReloadLabels, Counter>::default();
@@ -125,6 +136,11 @@ impl Metrics {
         );
         registry.register("applies", "Children applied", applies.clone());
         registry.register("prunes", "Children pruned", prunes.clone());
+        registry.register(
+            "api_writes",
+            "API writes caused by a plugin's reconciles (its write budget)",
+            api_writes.clone(),
+        );
         registry.register(
             "reconciles_in_flight",
             "Reconciles running or queued for a plugin slot",
@@ -147,6 +163,7 @@ impl Metrics {
             plugin_call_duration,
             applies,
             prunes,
+            api_writes,
             in_flight,
             plugin_info,
             reloads,

@@ -269,90 +269,33 @@ fn read_parent<'a>(plugin: &Declaration, object: &'a Value) -> Result<Parent<'a>
     })
 }
 
-/// Checks one child and adds the host's metadata; returns it with its kind and name.
+/// Checks one child against the contract ([`crate::policy::check_child`]) and adds the
+/// host's metadata; returns it with its kind and name.
 fn validate_child(
     plugin: &Declaration,
     parent: &Parent<'_>,
     index: usize,
     text: &str,
 ) -> Result<(Value, KindRef, String), PlanError> {
-    let invalid =
-        |detail: String| PlanError::InvalidPluginOutput(format!("child #{index}: {detail}"));
-    let policy = |detail: String| PlanError::PolicyViolation(format!("child #{index}: {detail}"));
-    let mut child: Value =
-        serde_json::from_str(text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
-    if !child.is_object() {
-        return Err(invalid("not a JSON object".into()));
-    }
-    let (Some(api_version), Some(kind)) = (child["apiVersion"].as_str(), child["kind"].as_str())
-    else {
-        return Err(invalid("apiVersion and kind must be strings".into()));
-    };
-    let Some(kind) = plugin.children.iter().find(|k| k.matches(&child)).cloned() else {
-        let declared: Vec<String> = plugin.children.iter().map(ToString::to_string).collect();
-        return Err(policy(format!(
-            "{api_version}/{kind} is not a kind the plugin declared ({})",
-            declared.join(", ")
-        )));
-    };
-    if !kind.namespaced {
-        return Err(policy(format!(
-            "{kind} is cluster-scoped; children must live in the parent's namespace"
-        )));
-    }
-    let Some(metadata) = child.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return Err(invalid("metadata must be an object".into()));
-    };
-    let name = metadata
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
+    let mut child: Value = serde_json::from_str(text).map_err(|e| {
+        PlanError::InvalidPluginOutput(format!("child #{index}: not valid JSON: {e}"))
+    })?;
+    let kind = crate::policy::check_child(plugin, parent.namespace, index, &child)?;
+    let name = child["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
         .to_string();
-    check_dns_subdomain(&name).map_err(|p| invalid(format!("metadata.name: {p}")))?;
-    let label = format!("{kind} {name:?}");
-    match metadata.get("namespace") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(ns)) if ns == parent.namespace => {}
-        Some(other) => {
-            return Err(policy(format!(
-                "{label} has metadata.namespace {other}, but children must be in the parent's namespace {:?}",
-                parent.namespace
-            )));
-        }
-    }
-    for field in [
-        "ownerReferences",
-        "finalizers",
-        "uid",
-        "resourceVersion",
-        "managedFields",
-        "deletionTimestamp",
-    ] {
-        if metadata.get(field).is_some_and(|v| !v.is_null()) {
-            return Err(policy(format!(
-                "{label} sets metadata.{field}, which only the host may set"
-            )));
-        }
-    }
-    for map in ["labels", "annotations"] {
-        if let Some(entries) = metadata.get(map).and_then(Value::as_object)
-            && let Some(key) = entries
-                .keys()
-                .find(|k| k.starts_with(RESERVED_PREFIX) || *k == MANAGED_BY_LABEL)
-        {
-            return Err(policy(format!(
-                "{label} sets the reserved {map} key {key:?}"
-            )));
-        }
-    }
+    let Some(metadata) = child.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return Err(PlanError::InvalidPluginOutput(format!(
+            "child #{index}: metadata must be an object"
+        )));
+    };
     metadata.insert("namespace".into(), parent.namespace.into());
     let labels = metadata
         .entry("labels")
         .or_insert_with(|| Value::Object(Map::new()));
     if !labels.is_object() {
-        return Err(invalid(format!(
-            "{label}: metadata.labels must be an object"
-        )));
+        *labels = Value::Object(Map::new());
     }
     labels[MANAGED_BY_LABEL] = MANAGED_BY.into();
     labels[PLUGIN_LABEL] = plugin.name.clone().into();

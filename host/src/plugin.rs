@@ -22,6 +22,11 @@ pub enum Error {
     },
 }
 
+/// Annotations under this prefix are the host's: a plugin's CRD may not set them (the host
+/// marks the CRDs it installs with `operator-host.dev/installed-for`, and a plugin must not
+/// pre-mark one).
+pub const RESERVED_ANNOTATION_PREFIX: &str = "operator-host.dev/";
+
 /// A Kubernetes kind, as a plugin declares it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KindRef {
@@ -275,6 +280,37 @@ fn check_crd(crd: &CustomResourceDefinition, parent: &KindRef) -> Result<(), Str
             parent.version
         ));
     }
+    // The API server calls a conversion webhook's URL or Service itself: a sandboxed plugin
+    // that could name one would reach the network (and see every CR) through it.
+    if let Some(conversion) = &spec.conversion
+        && (conversion.strategy != "None" || conversion.webhook.is_some())
+    {
+        return Err(format!(
+            "spec.conversion has strategy {:?}{}, expected strategy \"None\" and no webhook: \
+             a conversion webhook would let a sandboxed plugin reach the network through the \
+             API server",
+            conversion.strategy,
+            if conversion.webhook.is_some() {
+                " and a webhook"
+            } else {
+                ""
+            }
+        ));
+    }
+    let reserved = crd
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .map(|(key, _)| key)
+        .find(|key| key.starts_with(RESERVED_ANNOTATION_PREFIX));
+    if let Some(key) = reserved {
+        return Err(format!(
+            "metadata.annotations has {key:?}, expected no annotation under \
+             {RESERVED_ANNOTATION_PREFIX:?}: that prefix is reserved for the host (it marks the \
+             CRDs it installs, and for which plugin)"
+        ));
+    }
     Ok(())
 }
 
@@ -298,5 +334,97 @@ mod tests {
         assert!(check_version("1.2.3-rc.1").is_ok());
         assert!(check_version("1.2").is_err());
         assert!(check_version("v1.2.3").is_err());
+    }
+
+    fn widget_kind() -> KindRef {
+        KindRef {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "Widget".into(),
+            plural: "widgets".into(),
+            namespaced: true,
+        }
+    }
+
+    /// A valid CRD of [`widget_kind`], with `extra` merged into its top level (one level deep
+    /// into `metadata` and `spec`).
+    fn widget_crd(extra: serde_json::Value) -> CustomResourceDefinition {
+        let mut crd = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {
+                "group": "example.com",
+                "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object"}}
+                }]
+            }
+        });
+        for (section, fields) in extra.as_object().into_iter().flatten() {
+            for (key, value) in fields.as_object().into_iter().flatten() {
+                crd[section][key] = value.clone();
+            }
+        }
+        serde_json::from_value(crd).unwrap()
+    }
+
+    #[test]
+    fn a_crd_that_matches_the_declaration_is_accepted() {
+        assert_eq!(check_crd(&widget_crd(serde_json::json!({})), &widget_kind()), Ok(()));
+        let none = widget_crd(serde_json::json!({"spec": {"conversion": {"strategy": "None"}}}));
+        assert_eq!(check_crd(&none, &widget_kind()), Ok(()));
+        let annotated = widget_crd(serde_json::json!({"metadata": {"annotations": {
+            "example.com/owner": "team-a", "operator-host.dev": "not a prefix match"
+        }}}));
+        assert_eq!(check_crd(&annotated, &widget_kind()), Ok(()));
+    }
+
+    #[test]
+    fn a_conversion_webhook_is_refused() {
+        let webhook = serde_json::json!({"spec": {"conversion": {
+            "strategy": "Webhook",
+            "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": {"url": "https://attacker.example/convert"}
+            }
+        }}});
+        let error = check_crd(&widget_crd(webhook), &widget_kind()).unwrap_err();
+        assert!(
+            error.contains("strategy \"Webhook\" and a webhook")
+                && error.contains("expected strategy \"None\"")
+                && error.contains("reach the network through the API server"),
+            "{error}"
+        );
+        // A webhook under strategy None is not served today, but must not be waiting there.
+        let dormant = serde_json::json!({"spec": {"conversion": {
+            "strategy": "None",
+            "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": {"service": {"namespace": "default", "name": "convert"}}
+            }
+        }}});
+        let error = check_crd(&widget_crd(dormant), &widget_kind()).unwrap_err();
+        assert!(error.contains("strategy \"None\" and a webhook"), "{error}");
+        let strategy_only = serde_json::json!({"spec": {"conversion": {"strategy": "Webhook"}}});
+        let error = check_crd(&widget_crd(strategy_only), &widget_kind()).unwrap_err();
+        assert!(error.starts_with("spec.conversion has strategy \"Webhook\", expected"), "{error}");
+    }
+
+    #[test]
+    fn annotations_under_the_host_prefix_are_refused() {
+        let premarked = serde_json::json!({"metadata": {"annotations": {
+            "operator-host.dev/installed-for": "memcached"
+        }}});
+        let error = check_crd(&widget_crd(premarked), &widget_kind()).unwrap_err();
+        assert!(
+            error.contains("\"operator-host.dev/installed-for\"")
+                && error.contains("reserved for the host"),
+            "{error}"
+        );
+        let other = serde_json::json!({"metadata": {"annotations": {"operator-host.dev/x": ""}}});
+        assert!(check_crd(&widget_crd(other), &widget_kind()).is_err());
     }
 }

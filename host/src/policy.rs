@@ -1,7 +1,6 @@
-//! The administrator's policy: what each plugin may produce, where, and with which limits.
+//! The administrator's policy: what each plugin may make the host write, where, and with which limits.
 //!
-//! `operator-host run --policy FILE` (and `operator-host rbac --policy FILE`) read a YAML
-//! document:
+//! `operator-host run --policy FILE` (and `rbac`, `render --policy`) read a YAML document:
 //!
 //! ```yaml
 //! apiVersion: operator-host.dev/v1alpha1
@@ -9,35 +8,46 @@
 //! defaults:                 # every plugin, unless its entry under `plugins` says otherwise
 //!   kinds: [apps/v1/Deployment, v1/Service]   # absent: every kind the plugin declares
 //!   namespaces: [team-a]    # parents' namespaces; absent or []: any namespace watched
-//!   allowRbac: false
-//!   allowSecrets: false
-//!   allowServiceAccountTokens: false
-//!   maxChildren: 1000
-//!   limits: {callTimeoutMs: 1000, memoryMiB: 64, maxResponseMiB: 4, maxConcurrentCalls: 4}
+//!   podSecurity: baseline   # privileged | baseline | restricted
+//!   secretReferences: parentSpec              # parentSpec | any | none
+//!   serviceAccountReferences: defaultOrOwn    # defaultOrOwn | any
+//!   minRequeueSeconds: 5
+//!   writeBudget: {perSecond: 20, burst: 100}
+//!   statusChurnLimit: 5
 //! plugins:
-//!   memcached:
+//!   memcached:              # the plugin's file name without `.wasm`
+//!     sha256: "sha256:..."  # only this content may serve
 //!     allowSecrets: true
 //! ```
 //!
-//! A field of a plugin's entry replaces the same field of `defaults` (each limit on its
-//! own); a field set in neither takes the safe default of [`Rules`]. Without a policy file
-//! the host runs with [`Policy::default`]: the safe defaults for every plugin.
+//! A field of a plugin's entry replaces the same field of `defaults` (each limit and each
+//! write-budget field on its own); a field set in neither takes the safe default documented
+//! on [`Rules`]. Without a policy file the host runs with [`Policy::default`]. The document is
+//! validated and turned into typed [`Effective`] rules once, when it is read.
 //!
-//! [`Policy::check`] is the pure function the controller calls on every plan before any
-//! write. It complements the validation of [`crate::plan`], which already refuses
-//! undeclared and cluster-scoped kinds, other namespaces and reserved metadata; a violation
-//! of either becomes [`PlanError::PolicyViolation`], the condition reason `PolicyViolation`.
+//! Every rule about what a plugin's output may contain lives here: [`check_child`] (the
+//! contract: declared kinds, the parent's namespace, metadata only the host may set) runs on
+//! each child while [`crate::plan`] builds the plan, and [`Policy::check`] (the
+//! administrator's rules: namespaces, counts, kinds, tokens, Secret and ServiceAccount
+//! references, Pod Security) on every plan before any write. A violation of either becomes
+//! [`PlanError::PolicyViolation`], the condition reason `PolicyViolation`.
+
+mod pods;
+pub mod pod_security;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::plan::{DEFAULT_MAX_CHILDREN, Plan, PlanError};
+use crate::plan::{DEFAULT_MAX_CHILDREN, MANAGED_BY_LABEL, Plan, PlanError, RESERVED_PREFIX};
 use crate::plugin::{Declaration, KindRef, check_dns_label};
 use crate::runtime::{Limits, RuntimeConfig};
+
+pub use pod_security::Level as PodSecurityLevel;
 
 /// The `apiVersion` of a policy document.
 pub const API_VERSION: &str = "operator-host.dev/v1alpha1";
@@ -49,6 +59,18 @@ pub const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 pub const RBAC_KINDS: [&str; 4] = ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"];
 /// The Secret type of service-account tokens that `allowServiceAccountTokens` governs.
 pub const SERVICE_ACCOUNT_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
+/// operator-host's own API group: no plugin may own a kind in it.
+pub const HOST_GROUP: &str = "operator-host.dev";
+/// API groups of Kubernetes itself (and its SIG projects): no plugin may own a kind in them.
+pub const KUBERNETES_GROUP_SUFFIXES: [&str; 3] = ["k8s.io", "kubernetes.io", "x-k8s.io"];
+/// Default of `minRequeueSeconds`.
+pub const DEFAULT_MIN_REQUEUE: Duration = Duration::from_secs(5);
+/// Default of `writeBudget.perSecond`: far above what a busy real operator needs per plugin.
+pub const DEFAULT_WRITES_PER_SECOND: u32 = 20;
+/// Default of `writeBudget.burst`.
+pub const DEFAULT_WRITE_BURST: u32 = 100;
+/// Default of `statusChurnLimit`.
+pub const DEFAULT_STATUS_CHURN_LIMIT: u32 = 5;
 
 /// Why a policy could not be used; each variant names the step that failed.
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +136,40 @@ impl PolicyLimits {
     }
 }
 
+/// The API writes a plugin's reconciles may cause, as a policy writes them.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WriteBudget {
+    pub per_second: Option<u32>,
+    pub burst: Option<u32>,
+}
+
+/// Which Secrets a pod template in a plugin's output may reference (volumes, projected
+/// sources, `env`, `envFrom`, `imagePullSecrets`, volume plugins' secret references).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SecretReferences {
+    /// Secrets whose name appears as a value in the parent's spec (the CR's author chose
+    /// them), and Secrets the plugin itself returns as children.
+    #[default]
+    ParentSpec,
+    /// Any Secret of the parent's namespace.
+    Any,
+    /// None at all.
+    None,
+}
+
+/// Which ServiceAccounts a pod template in a plugin's output may run as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ServiceAccountReferences {
+    /// The namespace's `default`, or one the plugin returns as a child for the same parent.
+    #[default]
+    DefaultOrOwn,
+    /// Any ServiceAccount of the parent's namespace.
+    Any,
+}
+
 /// The rules of `defaults` or of one plugin's entry, as written. Absent fields fall back
 /// (plugin entry, then `defaults`, then these safe defaults):
 ///
@@ -126,9 +182,20 @@ impl PolicyLimits {
 /// - `allowSecrets`: `false`: no Secret.
 /// - `allowServiceAccountTokens`: `false`: no Secret of type
 ///   `kubernetes.io/service-account-token`, no ServiceAccount that does not set
-///   `automountServiceAccountToken: false`, and no pod template that sets
-///   `automountServiceAccountToken: true`.
+///   `automountServiceAccountToken: false`, no pod template that sets
+///   `automountServiceAccountToken: true` or mounts a projected service-account token.
+/// - `podSecurity`: `baseline`: every pod template passes the Pod Security Standard.
+/// - `secretReferences`: `parentSpec` (see [`SecretReferences`]).
+/// - `serviceAccountReferences`: `defaultOrOwn` (see [`ServiceAccountReferences`]).
+/// - `parentGroups`: any group; when set, the API groups whose kinds the plugin may
+///   reconcile (`example.com`, or `*.example.com` for its subdomains). Groups of Kubernetes
+///   and operator-host's own group are never allowed.
+/// - `sha256` (plugin entries only): the only content that may serve as this plugin.
 /// - `maxChildren`: 1000 (also the host's hard cap).
+/// - `minRequeueSeconds`: 5: the shortest `requeueAfterMs` honoured.
+/// - `writeBudget`: 20 writes per second, bursts of 100, shared by all parents of a plugin.
+/// - `statusChurnLimit`: 5 status changes in a row with no change of the parent's
+///   generation or of its observed children make the parent `StatusNotConverging`.
 /// - `limits`: the command line's limits.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -139,7 +206,15 @@ pub struct Rules {
     pub allow_rbac: Option<bool>,
     pub allow_secrets: Option<bool>,
     pub allow_service_account_tokens: Option<bool>,
+    pub pod_security: Option<PodSecurityLevel>,
+    pub secret_references: Option<SecretReferences>,
+    pub service_account_references: Option<ServiceAccountReferences>,
+    pub parent_groups: Option<Vec<String>>,
+    pub sha256: Option<String>,
     pub max_children: Option<usize>,
+    pub min_requeue_seconds: Option<u64>,
+    pub write_budget: Option<WriteBudget>,
+    pub status_churn_limit: Option<u32>,
     pub limits: Option<PolicyLimits>,
 }
 
@@ -157,7 +232,7 @@ struct Document {
 
 /// A kind as a policy names it: `group/version/Kind`, or `version/Kind` in the core group.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct KindName {
+pub struct KindName {
     group: String,
     version: String,
     kind: String,
@@ -190,28 +265,184 @@ impl KindName {
     }
 }
 
-/// The rules that apply to one plugin, every field resolved.
+impl std::fmt::Display for KindName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}/{}", self.version, self.kind)
+        } else {
+            write!(f, "{}/{}/{}", self.group, self.version, self.kind)
+        }
+    }
+}
+
+/// An API group as `parentGroups` names it: exact, or `*.suffix` for any subdomain of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupPattern {
+    Exact(String),
+    Subdomains(String),
+}
+
+impl GroupPattern {
+    fn parse(text: &str) -> Option<GroupPattern> {
+        let (pattern, domain) = match text.strip_prefix("*.") {
+            Some(suffix) => (GroupPattern::Subdomains(suffix.into()), suffix),
+            None => (GroupPattern::Exact(text.into()), text),
+        };
+        (domain.contains('.') && crate::plan::check_dns_subdomain(domain).is_ok()).then_some(pattern)
+    }
+
+    fn matches(&self, group: &str) -> bool {
+        match self {
+            GroupPattern::Exact(exact) => group == exact,
+            GroupPattern::Subdomains(suffix) => is_subdomain_of(group, suffix),
+        }
+    }
+}
+
+impl std::fmt::Display for GroupPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GroupPattern::Exact(group) => f.write_str(group),
+            GroupPattern::Subdomains(suffix) => write!(f, "*.{suffix}"),
+        }
+    }
+}
+
+fn is_subdomain_of(group: &str, domain: &str) -> bool {
+    group
+        .strip_suffix(domain)
+        .is_some_and(|head| head.ends_with('.') && head.len() > 1)
+}
+
+/// The rules that apply to one plugin, every field resolved and typed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Effective {
     /// `None`: every declared kind.
-    kinds: Option<Vec<KindName>>,
+    pub kinds: Option<Vec<KindName>>,
     /// Empty: any namespace.
     pub namespaces: Vec<String>,
     pub allow_rbac: bool,
     pub allow_secrets: bool,
     pub allow_service_account_tokens: bool,
+    pub pod_security: PodSecurityLevel,
+    pub secret_references: SecretReferences,
+    pub service_account_references: ServiceAccountReferences,
+    /// `None`: any group (except the never-allowed ones).
+    pub parent_groups: Option<Vec<GroupPattern>>,
+    /// Hex SHA-256 of the only content allowed to serve, if pinned.
+    pub sha256: Option<String>,
     pub max_children: usize,
+    pub min_requeue: Duration,
+    pub writes_per_second: u32,
+    pub write_burst: u32,
+    pub status_churn_limit: u32,
     pub limits: PolicyLimits,
 }
 
-/// A validated policy. [`Policy::default`] is the safe defaults for every plugin.
+/// One field of [`Rules`] validated and typed; `None` when not written.
 #[derive(Debug, Clone, Default, PartialEq)]
+struct Typed {
+    rules: Rules,
+    kinds: Option<Vec<KindName>>,
+    parent_groups: Option<Vec<GroupPattern>>,
+    sha256: Option<String>,
+}
+
+impl Effective {
+    /// `own` over `defaults` over the safe defaults.
+    fn resolve(own: &Typed, defaults: &Typed) -> Effective {
+        let (o, d) = (&own.rules, &defaults.rules);
+        let budget = o.write_budget.clone().unwrap_or_default();
+        let default_budget = d.write_budget.clone().unwrap_or_default();
+        Effective {
+            kinds: own.kinds.clone().or_else(|| defaults.kinds.clone()),
+            namespaces: o
+                .namespaces
+                .clone()
+                .or_else(|| d.namespaces.clone())
+                .unwrap_or_default(),
+            allow_rbac: o.allow_rbac.or(d.allow_rbac).unwrap_or(false),
+            allow_secrets: o.allow_secrets.or(d.allow_secrets).unwrap_or(false),
+            allow_service_account_tokens: o
+                .allow_service_account_tokens
+                .or(d.allow_service_account_tokens)
+                .unwrap_or(false),
+            pod_security: o.pod_security.or(d.pod_security).unwrap_or_default(),
+            secret_references: o
+                .secret_references
+                .or(d.secret_references)
+                .unwrap_or_default(),
+            service_account_references: o
+                .service_account_references
+                .or(d.service_account_references)
+                .unwrap_or_default(),
+            parent_groups: own
+                .parent_groups
+                .clone()
+                .or_else(|| defaults.parent_groups.clone()),
+            // Pins are per plugin; `defaults` cannot have one (refused when parsed).
+            sha256: own.sha256.clone(),
+            max_children: o
+                .max_children
+                .or(d.max_children)
+                .unwrap_or(DEFAULT_MAX_CHILDREN),
+            min_requeue: o
+                .min_requeue_seconds
+                .or(d.min_requeue_seconds)
+                .map_or(DEFAULT_MIN_REQUEUE, Duration::from_secs),
+            writes_per_second: budget
+                .per_second
+                .or(default_budget.per_second)
+                .unwrap_or(DEFAULT_WRITES_PER_SECOND),
+            write_burst: budget
+                .burst
+                .or(default_budget.burst)
+                .unwrap_or(DEFAULT_WRITE_BURST),
+            status_churn_limit: o
+                .status_churn_limit
+                .or(d.status_churn_limit)
+                .unwrap_or(DEFAULT_STATUS_CHURN_LIMIT),
+            limits: o
+                .limits
+                .clone()
+                .unwrap_or_default()
+                .or(&d.limits.clone().unwrap_or_default()),
+        }
+    }
+}
+
+/// A validated policy. [`Policy::default`] is the safe defaults for every plugin.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
-    defaults: Rules,
-    plugins: BTreeMap<String, Rules>,
+    defaults: Typed,
+    plugins: BTreeMap<String, Typed>,
+    /// The rules of plugins without an entry.
+    fallback: Arc<Effective>,
+    /// The rules of each plugin with an entry.
+    resolved: BTreeMap<String, Arc<Effective>>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy::from_typed(Typed::default(), BTreeMap::new())
+    }
 }
 
 impl Policy {
+    fn from_typed(defaults: Typed, plugins: BTreeMap<String, Typed>) -> Policy {
+        let fallback = Arc::new(Effective::resolve(&Typed::default(), &defaults));
+        let resolved = plugins
+            .iter()
+            .map(|(name, own)| (name.clone(), Arc::new(Effective::resolve(own, &defaults))))
+            .collect();
+        Policy {
+            defaults,
+            plugins,
+            fallback,
+            resolved,
+        }
+    }
+
     /// Reads and validates the policy file at `path`.
     pub fn load(path: &Path) -> Result<Policy, Error> {
         let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
@@ -247,72 +478,50 @@ impl Policy {
                 &format!("{KIND:?}"),
             ));
         }
-        validate_rules(&document.defaults, "defaults", &invalid)?;
-        for (name, rules) in &document.plugins {
-            let field = format!("plugins.{name}");
-            if check_dns_label(name).is_err() {
+        if document.defaults.sha256.is_some() {
+            return Err(invalid(
+                "defaults.sha256",
+                "set".into(),
+                "no value: a content pin belongs to one plugin's entry",
+            ));
+        }
+        let defaults = typed(document.defaults, "defaults", &invalid)?;
+        let mut plugins = BTreeMap::new();
+        for (name, rules) in document.plugins {
+            if check_dns_label(&name).is_err() {
                 return Err(invalid(
                     "a key of plugins",
                     format!("{name:?}"),
                     "a plugin name (a DNS-1123 label: lower-case letters, digits and '-')",
                 ));
             }
-            validate_rules(rules, &field, &invalid)?;
+            let field = format!("plugins.{name}");
+            plugins.insert(name, typed(rules, &field, &invalid)?);
         }
-        Ok(Policy {
-            defaults: document.defaults,
-            plugins: document.plugins,
-        })
+        Ok(Policy::from_typed(defaults, plugins))
     }
 
     /// The policy with every limit that `defaults` leaves unset taken from `base` (the
     /// command line's limits), so those apply to plugins without limits of their own.
     pub fn with_default_limits(mut self, base: &Limits) -> Policy {
-        let given = self.defaults.limits.take().unwrap_or_default();
-        self.defaults.limits = Some(given.or(&PolicyLimits {
+        let given = self.defaults.rules.limits.take().unwrap_or_default();
+        self.defaults.rules.limits = Some(given.or(&PolicyLimits {
             call_timeout_ms: u64::try_from(base.call_timeout.as_millis()).ok(),
             memory_mib: Some(base.max_memory_bytes >> 20),
             max_response_mib: Some(base.max_response_bytes >> 20),
             max_concurrent_calls: None,
         }));
-        self
+        Policy::from_typed(self.defaults, self.plugins)
     }
 
-    /// The rules that apply to `plugin`.
-    pub fn rules(&self, plugin: &str) -> Effective {
-        let own = self.plugins.get(plugin).cloned().unwrap_or_default();
-        let defaults = &self.defaults;
-        let kinds = own.kinds.or_else(|| defaults.kinds.clone()).map(|kinds| {
-            // Validated when parsed.
-            kinds.iter().filter_map(|k| KindName::parse(k)).collect()
-        });
-        let limits = own.limits.unwrap_or_default();
-        Effective {
-            kinds,
-            namespaces: own
-                .namespaces
-                .or_else(|| defaults.namespaces.clone())
-                .unwrap_or_default(),
-            allow_rbac: own.allow_rbac.or(defaults.allow_rbac).unwrap_or(false),
-            allow_secrets: own
-                .allow_secrets
-                .or(defaults.allow_secrets)
-                .unwrap_or(false),
-            allow_service_account_tokens: own
-                .allow_service_account_tokens
-                .or(defaults.allow_service_account_tokens)
-                .unwrap_or(false),
-            max_children: own
-                .max_children
-                .or(defaults.max_children)
-                .unwrap_or(DEFAULT_MAX_CHILDREN),
-            limits: limits.or(&defaults.limits.clone().unwrap_or_default()),
-        }
+    /// The rules that apply to `plugin` (its file name without `.wasm`).
+    pub fn rules(&self, plugin: &str) -> &Effective {
+        self.resolved.get(plugin).unwrap_or(&self.fallback)
     }
 
     /// `base` with the limits the policy sets for `plugin`.
     pub fn limits(&self, plugin: &str, base: &Limits) -> Limits {
-        let limits = self.rules(plugin).limits;
+        let limits = &self.rules(plugin).limits;
         Limits {
             call_timeout: limits
                 .call_timeout_ms
@@ -347,14 +556,14 @@ impl Policy {
     pub fn max_memory_bytes(&self) -> Option<usize> {
         std::iter::once(&self.defaults)
             .chain(self.plugins.values())
-            .filter_map(|r| r.limits.as_ref()?.memory_mib)
+            .filter_map(|t| t.rules.limits.as_ref()?.memory_mib)
             .max()
             .map(|m| m << 20)
     }
 
     /// Whether `plugin` may have children of `kind`; `Err` says why not.
     pub fn allows_kind(&self, plugin: &str, kind: &KindRef) -> Result<(), String> {
-        kind_verdict(plugin, &self.rules(plugin), kind)
+        kind_verdict(plugin, self.rules(plugin), kind)
     }
 
     /// The declared child kinds the policy allows: what the host watches and applies.
@@ -362,62 +571,67 @@ impl Policy {
         let rules = self.rules(&decl.name);
         decl.children
             .iter()
-            .filter(|k| kind_verdict(&decl.name, &rules, k).is_ok())
+            .filter(|k| kind_verdict(&decl.name, rules, k).is_ok())
             .cloned()
             .collect()
     }
 
-    /// Checks a plugin when it is loaded. A plugin that declares child kinds none of which
-    /// the policy allows is refused (it could never reconcile anything); otherwise the
+    /// Checks a plugin when it is loaded: its content against a `sha256` pin, its parent
+    /// kind's API group, and its child kinds. A plugin that declares child kinds none of
+    /// which the policy allows is refused (it could never reconcile anything); otherwise the
     /// returned warnings name each declared kind the policy forbids (never watched, never
     /// applied) and each kind the policy lists that the plugin does not declare.
     pub fn admit(&self, decl: &Declaration) -> Result<Vec<String>, Error> {
         let rules = self.rules(&decl.name);
+        let refuse = |problem: String| Error::Admit {
+            plugin: decl.name.clone(),
+            parent: decl.parent.to_string(),
+            problem,
+        };
+        if let Some(pinned) = &rules.sha256
+            && *pinned != decl.content_hash
+        {
+            return Err(refuse(format!(
+                "its content is sha256:{}, but the policy pins plugins.{}.sha256 to sha256:{pinned}",
+                decl.content_hash, decl.name
+            )));
+        }
+        parent_group_verdict(&decl.name, rules, &decl.parent.group).map_err(refuse)?;
         let mut warnings = Vec::new();
         for kind in &decl.children {
-            if let Err(problem) = kind_verdict(&decl.name, &rules, kind) {
+            if let Err(problem) = kind_verdict(&decl.name, rules, kind) {
                 warnings.push(format!("{kind} will not be watched or applied: {problem}"));
             }
         }
         if !decl.children.is_empty() && warnings.len() == decl.children.len() {
-            return Err(Error::Admit {
-                plugin: decl.name.clone(),
-                parent: decl.parent.to_string(),
-                problem: format!(
-                    "none of the child kinds it declares is allowed ({})",
-                    warnings.join("; ")
-                ),
-            });
+            return Err(refuse(format!(
+                "none of the child kinds it declares is allowed ({})",
+                warnings.join("; ")
+            )));
         }
         for listed in rules.kinds.iter().flatten() {
             if !decl.children.iter().any(|k| listed.matches(k)) {
                 warnings.push(format!(
-                    "the policy allows {}, which the plugin does not declare",
-                    display_kind(listed)
+                    "the policy allows {listed}, which the plugin does not declare"
                 ));
             }
         }
         Ok(warnings)
     }
 
-    /// Checks a plan of `plugin` for a parent in `parent_namespace` before anything is
-    /// written: the parent's namespace, the number of children, and each child's kind and
-    /// service-account-token use. What [`crate::plan`] already validated is not repeated.
+    /// Checks a plan of `plugin` for `parent` before anything is written: the parent's
+    /// namespace, the number of children, each child's kind, service-account tokens, and
+    /// each pod template's Secret and ServiceAccount references and Pod Security level.
+    /// What [`check_child`] already validated is not repeated.
     pub fn check(
         &self,
         plugin: &Declaration,
-        parent_namespace: &str,
+        parent: &Value,
         plan: &Plan,
     ) -> Result<(), PolicyViolation> {
         let rules = self.rules(&plugin.name);
         let name = &plugin.name;
-        if !rules.namespaces.is_empty() && !rules.namespaces.iter().any(|n| n == parent_namespace) {
-            return Err(PolicyViolation(format!(
-                "plugin {name} may not reconcile parents in namespace {parent_namespace:?} \
-                 (the policy allows: {})",
-                rules.namespaces.join(", ")
-            )));
-        }
+        check_namespace(name, rules, parent)?;
         if plan.apply.len() > rules.max_children {
             return Err(PolicyViolation(format!(
                 "plugin {name} returned {} children, the policy allows at most {}",
@@ -425,6 +639,7 @@ impl Policy {
                 rules.max_children
             )));
         }
+        let references = pods::Allowed::new(rules, parent, &plan.apply);
         for child in &plan.apply {
             let child_name = child["metadata"]["name"].as_str().unwrap_or_default();
             let Some(kind) = plugin.children.iter().find(|k| k.matches(child)) else {
@@ -436,7 +651,7 @@ impl Policy {
                 )));
             };
             let label = format!("{kind} {child_name:?}");
-            kind_verdict(name, &rules, kind)
+            kind_verdict(name, rules, kind)
                 .map_err(|p| PolicyViolation(format!("{label}: {p}")))?;
             if !rules.allow_service_account_tokens
                 && let Some(problem) = token_problem(kind, child)
@@ -445,24 +660,53 @@ impl Policy {
                     "{label} {problem}, and allowServiceAccountTokens is false for plugin {name}"
                 )));
             }
+            for template in pods::templates(kind, child) {
+                pods::check_template(name, rules, &references, &template)
+                    .map_err(|problem| PolicyViolation(format!("{label}: {problem}")))?;
+            }
         }
         Ok(())
     }
+
+    /// Checks that `plugin` may act on `parent` at all (its namespace): what a finalizer
+    /// step must pass before the plugin is called or its finalizer is touched.
+    pub fn check_parent(&self, plugin: &str, parent: &Value) -> Result<(), PolicyViolation> {
+        check_namespace(plugin, self.rules(plugin), parent)
+    }
 }
 
-fn validate_rules(
-    rules: &Rules,
+fn check_namespace(plugin: &str, rules: &Effective, parent: &Value) -> Result<(), PolicyViolation> {
+    let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("default");
+    if !rules.namespaces.is_empty() && !rules.namespaces.iter().any(|n| n == namespace) {
+        return Err(PolicyViolation(format!(
+            "plugin {plugin} may not reconcile parents in namespace {namespace:?} \
+             (the policy allows: {})",
+            rules.namespaces.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Validates the rules of `defaults` or of one plugin's entry (`field` names it in errors)
+/// and types what needs it.
+fn typed(
+    rules: Rules,
     field: &str,
     invalid: &dyn Fn(&str, String, &str) -> Error,
-) -> Result<(), Error> {
-    for (index, kind) in rules.kinds.iter().flatten().enumerate() {
-        if KindName::parse(kind).is_none() {
-            return Err(invalid(
-                &format!("{field}.kinds[{index}]"),
-                format!("{kind:?}"),
-                "group/version/Kind, or version/Kind for the core group (e.g. apps/v1/Deployment, v1/Service)",
-            ));
+) -> Result<Typed, Error> {
+    let mut kinds = None;
+    if let Some(written) = &rules.kinds {
+        let mut parsed = Vec::with_capacity(written.len());
+        for (index, kind) in written.iter().enumerate() {
+            parsed.push(KindName::parse(kind).ok_or_else(|| {
+                invalid(
+                    &format!("{field}.kinds[{index}]"),
+                    format!("{kind:?}"),
+                    "group/version/Kind, or version/Kind for the core group (e.g. apps/v1/Deployment, v1/Service)",
+                )
+            })?);
         }
+        kinds = Some(parsed);
     }
     for (index, namespace) in rules.namespaces.iter().flatten().enumerate() {
         if check_dns_label(namespace).is_err() {
@@ -472,6 +716,34 @@ fn validate_rules(
                 "a namespace name (a DNS-1123 label)",
             ));
         }
+    }
+    let mut parent_groups = None;
+    if let Some(written) = &rules.parent_groups {
+        let mut parsed = Vec::with_capacity(written.len());
+        for (index, group) in written.iter().enumerate() {
+            let pattern = GroupPattern::parse(group)
+                .ok_or_else(|| {
+                    invalid(
+                        &format!("{field}.parentGroups[{index}]"),
+                        format!("{group:?}"),
+                        "an API group with a dot (example.com), or *.example.com for its subdomains",
+                    )
+                })?;
+            parsed.push(pattern);
+        }
+        parent_groups = Some(parsed);
+    }
+    let mut sha256 = None;
+    if let Some(pin) = &rules.sha256 {
+        let hex = pin.strip_prefix("sha256:").unwrap_or_default();
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            return Err(invalid(
+                &format!("{field}.sha256"),
+                format!("{pin:?}"),
+                "sha256: followed by 64 lower-case hex digits (operator-host inspect prints it)",
+            ));
+        }
+        sha256 = Some(hex.to_string());
     }
     if rules.allow_cluster_scoped == Some(true) {
         return Err(invalid(
@@ -489,24 +761,32 @@ fn validate_rules(
             &format!("a number from 1 to {DEFAULT_MAX_CHILDREN}"),
         ));
     }
-    if let Some(limits) = &rules.limits {
-        let values = [
-            ("callTimeoutMs", limits.call_timeout_ms.map(|v| v as usize)),
-            ("memoryMiB", limits.memory_mib),
-            ("maxResponseMiB", limits.max_response_mib),
-            ("maxConcurrentCalls", limits.max_concurrent_calls),
-        ];
-        for (name, value) in values {
-            if value == Some(0) {
-                return Err(invalid(
-                    &format!("{field}.limits.{name}"),
-                    "0".into(),
-                    "a number greater than 0",
-                ));
-            }
+    let budget = rules.write_budget.clone().unwrap_or_default();
+    let limits = rules.limits.clone().unwrap_or_default();
+    let positive = [
+        ("limits.callTimeoutMs", limits.call_timeout_ms),
+        ("limits.memoryMiB", limits.memory_mib.map(|v| v as u64)),
+        ("limits.maxResponseMiB", limits.max_response_mib.map(|v| v as u64)),
+        ("limits.maxConcurrentCalls", limits.max_concurrent_calls.map(|v| v as u64)),
+        ("writeBudget.perSecond", budget.per_second.map(u64::from)),
+        ("writeBudget.burst", budget.burst.map(u64::from)),
+        ("statusChurnLimit", rules.status_churn_limit.map(u64::from)),
+    ];
+    for (name, value) in positive {
+        if value == Some(0) {
+            return Err(invalid(
+                &format!("{field}.{name}"),
+                "0".into(),
+                "a number greater than 0",
+            ));
         }
     }
-    Ok(())
+    Ok(Typed {
+        rules,
+        kinds,
+        parent_groups,
+        sha256,
+    })
 }
 
 /// Whether `rules` allow children of `kind`; `Err` says why not.
@@ -517,7 +797,7 @@ fn kind_verdict(plugin: &str, rules: &Effective, kind: &KindRef) -> Result<(), S
     if let Some(kinds) = &rules.kinds
         && !kinds.iter().any(|k| k.matches(kind))
     {
-        let listed: Vec<String> = kinds.iter().map(display_kind).collect();
+        let listed: Vec<String> = kinds.iter().map(ToString::to_string).collect();
         return Err(format!(
             "the policy's kinds for plugin {plugin} do not include it (allowed: {})",
             if listed.is_empty() {
@@ -538,31 +818,132 @@ fn kind_verdict(plugin: &str, rules: &Effective, kind: &KindRef) -> Result<(), S
     Ok(())
 }
 
-fn display_kind(kind: &KindName) -> String {
-    if kind.group.is_empty() {
-        format!("{}/{}", kind.version, kind.kind)
-    } else {
-        format!("{}/{}/{}", kind.group, kind.version, kind.kind)
+/// Whether `plugin` may reconcile a parent kind of API group `group`; `Err` says why not.
+fn parent_group_verdict(plugin: &str, rules: &Effective, group: &str) -> Result<(), String> {
+    if group.is_empty() {
+        return Err("the core API group belongs to Kubernetes".into());
     }
+    if let Some(suffix) = KUBERNETES_GROUP_SUFFIXES
+        .iter()
+        .find(|s| group == **s || is_subdomain_of(group, s))
+    {
+        return Err(format!(
+            "the API group {group:?} belongs to Kubernetes (*.{suffix}); no plugin may own its kinds"
+        ));
+    }
+    if group == HOST_GROUP {
+        return Err(format!(
+            "the API group {HOST_GROUP:?} is operator-host's own; no plugin may own its kinds"
+        ));
+    }
+    if let Some(allowed) = &rules.parent_groups
+        && !allowed.iter().any(|p| p.matches(group))
+    {
+        let listed: Vec<String> = allowed.iter().map(ToString::to_string).collect();
+        return Err(format!(
+            "the policy's parentGroups for plugin {plugin} do not include {group:?} (allowed: {})",
+            if listed.is_empty() {
+                "none".to_string()
+            } else {
+                listed.join(", ")
+            }
+        ));
+    }
+    Ok(())
 }
 
 /// How `child` of `kind` would give pods a service-account token, if it would.
-fn token_problem(kind: &KindRef, child: &Value) -> Option<&'static str> {
+fn token_problem(kind: &KindRef, child: &Value) -> Option<String> {
     if kind.group.is_empty() && kind.kind == "Secret" {
         return (child["type"] == SERVICE_ACCOUNT_TOKEN_TYPE)
-            .then_some("is a Secret of type kubernetes.io/service-account-token");
+            .then(|| "is a Secret of type kubernetes.io/service-account-token".into());
     }
     if kind.group.is_empty() && kind.kind == "ServiceAccount" {
         return (child["automountServiceAccountToken"] != false)
-            .then_some("does not set automountServiceAccountToken: false");
+            .then(|| "does not set automountServiceAccountToken: false".into());
     }
-    let pod_spec = match kind.kind.as_str() {
-        "Pod" => &child["spec"],
-        "CronJob" => &child["spec"]["jobTemplate"]["spec"]["template"]["spec"],
-        _ => &child["spec"]["template"]["spec"],
+    pods::templates(kind, child)
+        .iter()
+        .find_map(pods::token_problem)
+}
+
+/// The contract's rules for child `index` of a plugin's output, before the host adds its
+/// metadata: a declared, namespaced kind; no namespace but the parent's; no metadata that
+/// only the host may set. Returns its kind; `Err` is a policy violation or invalid output.
+pub fn check_child(
+    plugin: &Declaration,
+    parent_namespace: &str,
+    index: usize,
+    child: &Value,
+) -> Result<KindRef, PlanError> {
+    let invalid =
+        |detail: String| PlanError::InvalidPluginOutput(format!("child #{index}: {detail}"));
+    let policy = |detail: String| PlanError::PolicyViolation(format!("child #{index}: {detail}"));
+    if !child.is_object() {
+        return Err(invalid("not a JSON object".into()));
+    }
+    let (Some(api_version), Some(kind)) = (child["apiVersion"].as_str(), child["kind"].as_str())
+    else {
+        return Err(invalid("apiVersion and kind must be strings".into()));
     };
-    (pod_spec["automountServiceAccountToken"] == true)
-        .then_some("sets automountServiceAccountToken: true in its pod spec")
+    let Some(kind) = plugin.children.iter().find(|k| k.matches(child)).cloned() else {
+        let declared: Vec<String> = plugin.children.iter().map(ToString::to_string).collect();
+        return Err(policy(format!(
+            "{api_version}/{kind} is not a kind the plugin declared ({})",
+            declared.join(", ")
+        )));
+    };
+    if !kind.namespaced {
+        return Err(policy(format!(
+            "{kind} is cluster-scoped; children must live in the parent's namespace"
+        )));
+    }
+    let Some(metadata) = child.get("metadata").and_then(Value::as_object) else {
+        return Err(invalid("metadata must be an object".into()));
+    };
+    let name = metadata.get("name").and_then(Value::as_str).unwrap_or("");
+    crate::plan::check_dns_subdomain(name).map_err(|p| invalid(format!("metadata.name: {p}")))?;
+    let label = format!("{kind} {name:?}");
+    match metadata.get("namespace") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(ns)) if ns == parent_namespace => {}
+        Some(other) => {
+            return Err(policy(format!(
+                "{label} has metadata.namespace {other}, but children must be in the parent's namespace {parent_namespace:?}"
+            )));
+        }
+    }
+    for field in [
+        "ownerReferences",
+        "finalizers",
+        "uid",
+        "resourceVersion",
+        "managedFields",
+        "deletionTimestamp",
+    ] {
+        if metadata.get(field).is_some_and(|v| !v.is_null()) {
+            return Err(policy(format!(
+                "{label} sets metadata.{field}, which only the host may set"
+            )));
+        }
+    }
+    for map in ["labels", "annotations"] {
+        match metadata.get(map) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(entries)) => {
+                if let Some(key) = entries
+                    .keys()
+                    .find(|k| k.starts_with(RESERVED_PREFIX) || *k == MANAGED_BY_LABEL)
+                {
+                    return Err(policy(format!(
+                        "{label} sets the reserved {map} key {key:?}"
+                    )));
+                }
+            }
+            Some(_) => return Err(invalid(format!("{label}: metadata.{map} must be an object"))),
+        }
+    }
+    Ok(kind)
 }
 
 #[cfg(test)]

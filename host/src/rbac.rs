@@ -9,8 +9,11 @@
 //! - each child kind the policy allows: `get`, `list`, `watch`, `create`, `patch`, `update`,
 //!   `delete` (kinds the policy forbids are never watched nor applied, so they get nothing);
 //! - `events` in the core group and in `events.k8s.io`: `create`, `patch`;
-//! - with `--install-crds`, `customresourcedefinitions`: `get`, `list`, `watch`, `create`,
-//!   `patch`.
+//! - with `--install-crds`, `customresourcedefinitions`: `get`, `list`, `watch`, `create` on
+//!   all, and `patch`, `update` only on the plugins' own CRDs (`resourceNames`: each
+//!   `<plural>.<group>`), in a rule of their own. `create` cannot be narrowed to names (see
+//!   [`cluster_role`]); what the host does with an existing CRD of another name is up to its
+//!   ownership rules ([`crate::controller::install_crd`]), and RBAC keeps it from writing any other.
 //!
 //! The host takes no leases (there is no leader election), so there is no
 //! `coordination.k8s.io` rule. Rules are merged per API group (resources with the same verbs
@@ -39,7 +42,12 @@ const CHILD_VERBS: &[&str] = &[
     "get", "list", "watch", "create", "patch", "update", "delete",
 ];
 const EVENT_VERBS: &[&str] = &["create", "patch"];
-const CRD_VERBS: &[&str] = &["get", "list", "watch", "create", "patch"];
+/// On every CRD: reading (the host checks who installed an existing CRD) and creating.
+const CRD_VERBS: &[&str] = &["get", "list", "watch", "create"];
+/// Only on the CRDs of the plugins served.
+const OWN_CRD_VERBS: &[&str] = &["patch", "update"];
+const CRD_GROUP: &str = "apiextensions.k8s.io";
+const CRD_RESOURCE: &str = "customresourcedefinitions";
 
 /// What else the role must cover.
 #[derive(Debug, Clone)]
@@ -90,12 +98,32 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
     }
     grant("", "events".into(), EVENT_VERBS);
     grant("events.k8s.io", "events".into(), EVENT_VERBS);
+    // Rules that name objects (`resourceNames`) are not merged with others; per group.
+    let mut named_rules: BTreeMap<String, Vec<PolicyRule>> = BTreeMap::new();
     if options.install_crds {
-        grant(
-            "apiextensions.k8s.io",
-            "customresourcedefinitions".into(),
-            CRD_VERBS,
-        );
+        // `create` stays unrestricted: RBAC cannot restrict create by resourceName, "because
+        // the name of the new object may not be known at authorization time"
+        // (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-resources).
+        grant(CRD_GROUP, CRD_RESOURCE.into(), CRD_VERBS);
+        let names: BTreeSet<String> = plugins
+            .iter()
+            .map(|decl| {
+                decl.crd.metadata.name.clone().unwrap_or_else(|| {
+                    format!("{}.{}", decl.parent.plural, decl.parent.group)
+                })
+            })
+            .collect();
+        // No names would mean no restriction at all (an empty resourceNames matches every
+        // object): then no rule.
+        if !names.is_empty() {
+            named_rules.entry(CRD_GROUP.into()).or_default().push(PolicyRule {
+                api_groups: Some(vec![CRD_GROUP.into()]),
+                resources: Some(vec![CRD_RESOURCE.into()]),
+                resource_names: Some(names.into_iter().collect()),
+                verbs: OWN_CRD_VERBS.iter().map(ToString::to_string).collect(),
+                ..PolicyRule::default()
+            });
+        }
     }
 
     let mut rules = Vec::new();
@@ -125,6 +153,7 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
             .collect();
         group_rules.sort_by(|a, b| a.resources.cmp(&b.resources));
         rules.extend(group_rules);
+        rules.extend(named_rules.remove(&group).unwrap_or_default());
     }
     ClusterRole {
         metadata: ObjectMeta {
@@ -197,6 +226,37 @@ mod tests {
     }
 
     #[test]
+    fn without_install_crds_there_is_no_crd_rule() {
+        let plugins = [declaration("a", kind("a.example.com", "A", "as"), vec![])];
+        let role = cluster_role(&plugins, &Policy::default(), &Options::default());
+        let rules = role.rules.unwrap();
+        assert!(
+            rules
+                .iter()
+                .all(|r| r.api_groups.as_deref() != Some(&[CRD_GROUP.to_string()][..])),
+            "{rules:?}"
+        );
+    }
+
+    #[test]
+    fn with_install_crds_but_no_plugin_nothing_may_patch_a_crd() {
+        let role = cluster_role(
+            &[],
+            &Policy::default(),
+            &Options {
+                name: "x".into(),
+                install_crds: true,
+            },
+        );
+        let rules = role.rules.unwrap();
+        assert!(
+            rules.iter().all(|r| !r.verbs.iter().any(|v| v == "patch" || v == "update")
+                || r.resources.as_deref() != Some(&[CRD_RESOURCE.to_string()][..])),
+            "{rules:?}"
+        );
+    }
+
+    #[test]
     fn rules_are_merged_per_group_in_a_stable_order() {
         let plugins = [
             declaration(
@@ -239,6 +299,14 @@ mod tests {
                     &["customresourcedefinitions"],
                     CRD_VERBS
                 ),
+                PolicyRule {
+                    resource_names: Some(vec!["as.a.example.com".into(), "bs.b.example.com".into()]),
+                    ..rule(
+                        "apiextensions.k8s.io",
+                        &["customresourcedefinitions"],
+                        OWN_CRD_VERBS
+                    )
+                },
                 rule("apps", &["deployments"], all),
                 rule("b.example.com", &["bs"], PARENT_VERBS),
                 rule("b.example.com", &["bs/finalizers"], FINALIZER_VERBS),

@@ -187,6 +187,18 @@ impl Registry {
             .load_quick(path, bytes)
             .map_err(|e| e.to_string())?;
         let mut plugin = Plugin::from_compiled(path, compiled).map_err(|e| e.to_string())?;
+        // A plugin is known by its file name, which the administrator chose: a name it gives
+        // itself must not reach another plugin's policy entry.
+        let file_name = file_stem(path);
+        if plugin.decl.name != file_name {
+            return Err(format!(
+                "{} declares the name {:?}, but a plugin is known by its file name ({file_name:?}): \
+                 rename the file to {}.wasm or build the plugin with the name {file_name:?}",
+                path.display(),
+                plugin.decl.name,
+                plugin.decl.name
+            ));
+        }
         if let Some(policy) = &self.policy {
             for warning in policy.admit(&plugin.decl).map_err(|e| e.to_string())? {
                 tracing::warn!(plugin = %plugin.decl.name, path = %path.display(), "{warning}");
@@ -199,14 +211,25 @@ impl Registry {
             .iter()
             .filter(|(other, _)| other.as_path() != path && files.contains(other))
             .filter_map(|(_, e)| e.served.as_ref())
-            .find(|other| other.decl.parent == plugin.decl.parent)
+            .find(|other| {
+                other.decl.parent == plugin.decl.parent || other.decl.name == plugin.decl.name
+            })
         {
-            return Err(format!(
-                "{} reconciles {}, which {} already reconciles",
-                path.display(),
-                plugin.decl.parent,
-                other.path.display()
-            ));
+            return Err(if other.decl.name == plugin.decl.name {
+                format!(
+                    "{} declares the name {:?}, which {} already serves",
+                    path.display(),
+                    plugin.decl.name,
+                    other.path.display()
+                )
+            } else {
+                format!(
+                    "{} reconciles {}, which {} already reconciles",
+                    path.display(),
+                    plugin.decl.parent,
+                    other.path.display()
+                )
+            });
         }
         Ok(Arc::new(plugin))
     }

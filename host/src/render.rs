@@ -100,11 +100,8 @@ pub fn render_with_policy(
     };
     let plan = plan::plan(plugin, &parent, &observed, now).map_err(plan_error)?;
     if let Some(policy) = policy {
-        let namespace = parent["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("default");
         policy
-            .check(&plugin.decl, namespace, &plan)
+            .check(&plugin.decl, &parent, &plan)
             .map_err(|violation| plan_error(violation.into()))?;
     }
     Ok(plan)

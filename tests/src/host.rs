@@ -122,6 +122,17 @@ impl Host {
         namespaces: &[&str],
         policy: Policy,
     ) -> Host {
+        Host::start_as_with_install_crds(client, plugins_dir, namespaces, policy, true).await
+    }
+
+    /// [`Host::start_as`], installing the plugins' CRDs (`run --install-crds`) or not.
+    pub async fn start_as_with_install_crds(
+        client: kube::Client,
+        plugins_dir: PathBuf,
+        namespaces: &[&str],
+        policy: Policy,
+        install_crds: bool,
+    ) -> Host {
         // The host's logs appear in the output of a failing test (RUST_LOG to change the filter).
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -133,7 +144,7 @@ impl Host {
         let (policy, runtime) = fitted(policy);
         let config = RunConfig {
             plugins_dir,
-            install_crds: true,
+            install_crds,
             metrics_addr: None,
             controllers: ControllerConfig {
                 namespaces: namespaces.iter().map(|ns| ns.to_string()).collect(),

@@ -3,3 +3,4 @@ pub mod devcluster;
 pub mod host;
 pub mod hostile;
 pub mod memcached;
+pub mod squatter;

@@ -12,9 +12,12 @@
 //! content is swapped in under the running controllers (or restarts them when the watched
 //! kinds changed), and a removed file stops them without touching what they manage.
 
+mod crd;
 mod reconcile;
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::num::NonZeroU32;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -22,24 +25,23 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use futures::StreamExt;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, store::Writer};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use tokio::sync::Semaphore;
 
 use crate::metrics::Metrics;
 use crate::plan::{MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL};
 use crate::plugin::{KindRef, Plugin};
-use crate::policy::Policy;
+use crate::policy::{Effective, Policy};
 use crate::registry::{Proposal, Registry};
 use crate::runtime::Runtime;
 use crate::watch;
 
+pub use crd::install_crd;
 pub use reconcile::Error;
 
 /// The field manager of every write the host makes.
@@ -50,18 +52,8 @@ pub const FIELD_MANAGER: &str = "operator-host";
 pub enum RunError {
     #[error(transparent)]
     Watch(#[from] watch::Error),
-    #[error("cannot install the CRD {name} of plugin {plugin}: {source}")]
-    InstallCrd {
-        plugin: String,
-        name: String,
-        source: kube::Error,
-    },
-    #[error("the CRD {name} of plugin {plugin} did not become Established within {timeout:?}")]
-    CrdNotEstablished {
-        plugin: String,
-        name: String,
-        timeout: Duration,
-    },
+    #[error(transparent)]
+    Crd(#[from] crd::Error),
     #[error(transparent)]
     Metrics(#[from] crate::metrics::Error),
 }
@@ -101,46 +93,20 @@ pub struct PluginContext {
     /// Bounds concurrent sandboxed calls of this plugin across its namespaces (its share of
     /// the CPU).
     pub call_slots: Arc<Semaphore>,
-    /// Consecutive failures per parent, for exponential backoff.
-    pub failures: std::sync::Mutex<HashMap<String, u32>>,
+    /// What the host remembers per parent: backoff, status churn.
+    pub parents: reconcile::ParentStates,
     /// Checked on every plan before anything is written.
     pub policy: Arc<Policy>,
+    /// The plugin's write budget (`writeBudget`), shared by all its parents in every
+    /// namespace: each API write a reconcile causes waits for a token.
+    pub write_budget: Arc<governor::DefaultDirectRateLimiter>,
 }
 
-/// Applies the plugin's CRD and waits until the API server serves it.
-pub async fn install_crd(client: &Client, plugin: &Plugin) -> Result<(), RunError> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let name = plugin.decl.crd.metadata.name.clone().unwrap_or_default();
-    let install_error = |source| RunError::InstallCrd {
-        plugin: plugin.decl.name.clone(),
-        name: name.clone(),
-        source,
-    };
-    crds.patch(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&plugin.decl.crd),
-    )
-    .await
-    .map_err(install_error)?;
-    let timeout = Duration::from_secs(30);
-    tokio::time::timeout(
-        timeout,
-        await_condition(crds, &name, conditions::is_crd_established()),
-    )
-    .await
-    .map_err(|_| RunError::CrdNotEstablished {
-        plugin: plugin.decl.name.clone(),
-        name: name.clone(),
-        timeout,
-    })?
-    .map_err(|e| RunError::CrdNotEstablished {
-        plugin: format!("{} ({e})", plugin.decl.name),
-        name: name.clone(),
-        timeout,
-    })?;
-    tracing::info!(plugin = %plugin.decl.name, crd = %name, "CRD installed and established");
-    Ok(())
+/// The token bucket of `rules.writeBudget`.
+fn write_budget(rules: &Effective) -> governor::DefaultDirectRateLimiter {
+    let per_second = NonZeroU32::new(rules.writes_per_second).unwrap_or(NonZeroU32::MIN);
+    let burst = NonZeroU32::new(rules.write_burst).unwrap_or(NonZeroU32::MIN);
+    governor::RateLimiter::direct(governor::Quota::per_second(per_second).allow_burst(burst))
 }
 
 /// Label selector of the children this host manages for `plugin`.
@@ -202,6 +168,7 @@ impl PluginController {
     ) -> Self {
         let current = Arc::new(ArcSwap::new(plugin.clone()));
         let (stop, stopped) = tokio::sync::watch::channel(false);
+        let write_budget = Arc::new(write_budget(policy.rules(&plugin.decl.name)));
         let call_slots = Arc::new(Semaphore::new(
             policy
                 .max_concurrent_calls(&plugin.decl.name)
@@ -242,8 +209,9 @@ impl PluginController {
                 metrics: metrics.clone(),
                 resync: config.resync,
                 call_slots: call_slots.clone(),
-                failures: Default::default(),
+                parents: Default::default(),
                 policy: policy.clone(),
+                write_budget: write_budget.clone(),
             });
             let scope = namespace.unwrap_or_else(|| "all namespaces".into());
             tracing::info!(plugin = %plugin.decl.name, parent = %plugin.decl.parent, children = plugin.decl.children.len(), %scope, "controller starting");
@@ -309,12 +277,22 @@ fn build_controller(
     Vec<(KindRef, reflector::Store<DynamicObject>)>,
 ) {
     let decl = &plugin.decl;
-    let mut controller = Controller::new_with(
+    let parent_writer = Writer::new(decl.parent.api_resource());
+    let parents = parent_writer.as_reader();
+    // Changes of a parent's status alone do not trigger a reconcile: the host writes the
+    // status itself, and a plugin whose status changes on every call would otherwise be
+    // called again after every write. Resyncs and child changes still reconcile.
+    let parent_changes = watcher(
         api_for(client, &decl.parent, namespace),
         watcher::Config::default(),
-        decl.parent.api_resource(),
     )
-    .with_config(controller::Config::default().concurrency(concurrency));
+    .default_backoff()
+    .reflect(parent_writer)
+    .touched_objects()
+    .predicate_filter(desired_state, PredicateConfig::default());
+    let mut controller =
+        Controller::for_stream_with(parent_changes, parents, decl.parent.api_resource())
+            .with_config(controller::Config::default().concurrency(concurrency));
     let selector = managed_children_selector(&decl.name);
     let mut child_stores = Vec::new();
     for kind in children {
@@ -333,6 +311,18 @@ fn build_controller(
         child_stores.push((kind.clone(), store));
     }
     (controller, child_stores)
+}
+
+/// A hash of what a parent's reconcile follows from, other than its status: generation
+/// (spec), labels, annotations, finalizers and deletion.
+fn desired_state(parent: &DynamicObject) -> Option<u64> {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    parent.metadata.generation.hash(&mut hasher);
+    parent.metadata.labels.hash(&mut hasher);
+    parent.metadata.annotations.hash(&mut hasher);
+    parent.metadata.finalizers.hash(&mut hasher);
+    parent.metadata.deletion_timestamp.is_some().hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 /// The controllers of every served plugin file, kept in step with the registry.

@@ -1,5 +1,12 @@
-//! One reconcile: plan, apply in order, prune, status, events; finalizers; the retry policy.
+//! One reconcile: plan, policy, finalizer, apply in order, prune, status, events; the retry policy.
+//!
+//! Deletion goes through the same function as reconciling ([`reconcile`]), so a `finalize`
+//! call takes a call slot, waits for the caches, passes the policy and is counted exactly
+//! like a `reconcile` call. Every API write a reconcile causes (applies, prunes, the status,
+//! finalizer edits, events) first takes a token from the plugin's write budget.
 
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,9 +19,10 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::{FIELD_MANAGER, PluginContext, api_for};
-use crate::metrics::{KindLabels, PluginLabels, ResultLabels};
+use crate::metrics::{KindLabels, PluginLabels, ResultLabels, WriteLabels};
 use crate::plan::{self, Plan, PlanError};
 use crate::plugin::Plugin;
+use crate::policy::Effective;
 
 /// The finalizer the host puts on parents of plugins that declare `needs-finalize`.
 pub const FINALIZER: &str = "operator-host.dev/finalize";
@@ -53,6 +61,12 @@ pub enum Error {
     Finalizer(#[source] kube::Error),
     #[error("the plugin call did not complete: {0}")]
     PluginTask(String),
+    #[error(
+        "the plugin's status changed on {changes} reconciles in a row while the parent's \
+         generation and its observed children stayed the same; a status must follow from \
+         its inputs (statusChurnLimit is {changes} for plugin {plugin})"
+    )]
+    StatusNotConverging { plugin: String, changes: u32 },
 }
 
 impl Error {
@@ -66,6 +80,7 @@ impl Error {
             Error::WriteStatus(_) => "StatusWriteFailed",
             Error::Finalizer(_) => "FinalizerFailed",
             Error::PluginTask(_) => "PluginUnavailable",
+            Error::StatusNotConverging { .. } => "StatusNotConverging",
         }
     }
 
@@ -79,6 +94,24 @@ impl Error {
         }
     }
 }
+
+/// What the host remembers about one parent between its reconciles, keyed by the parent's
+/// UID (a parent recreated under the same name starts afresh).
+#[derive(Debug, Default)]
+pub struct ParentState {
+    /// The reason of the last failures and how many in a row: the backoff grows while the
+    /// reason stays the same, whatever the messages say.
+    failures: Option<(&'static str, u32)>,
+    /// Hash of the inputs (generation, labels, annotations, observed children) of the last
+    /// status written, the hash of that status, and how many status changes in a row had
+    /// those same inputs.
+    inputs: u64,
+    last_status: Option<u64>,
+    status_changes: u32,
+}
+
+/// Per-parent state of a controller.
+pub type ParentStates = std::sync::Mutex<HashMap<String, ParentState>>;
 
 fn now_rfc3339() -> String {
     let now = k8s_openapi::jiff::Timestamp::now();
@@ -95,7 +128,15 @@ fn parent_key(parent: &DynamicObject) -> String {
     )
 }
 
-/// The controller's reconcile function.
+fn state_key(parent: &DynamicObject) -> String {
+    parent.uid().unwrap_or_else(|| parent_key(parent))
+}
+
+fn lock(states: &ParentStates) -> std::sync::MutexGuard<'_, HashMap<String, ParentState>> {
+    states.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The controller's reconcile function, for live parents and parents being deleted alike.
 pub async fn reconcile(
     parent: Arc<DynamicObject>,
     ctx: Arc<PluginContext>,
@@ -108,7 +149,11 @@ pub async fn reconcile(
     let started = Instant::now();
     let gauge = ctx.metrics.in_flight.get_or_create(&labels).clone();
     gauge.inc();
-    let result = reconcile_parent(&parent, &ctx, &plugin).await;
+    let result = if parent.metadata.deletion_timestamp.is_some() {
+        finalize_parent(&parent, &ctx, &plugin).await
+    } else {
+        reconcile_parent(&parent, &ctx, &plugin).await
+    };
     gauge.dec();
     ctx.metrics
         .reconcile_duration
@@ -127,10 +172,9 @@ pub async fn reconcile(
         .inc();
     match &result {
         Ok(_) => {
-            ctx.failures
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&parent_key(&parent));
+            if let Some(state) = lock(&ctx.parents).get_mut(&state_key(&parent)) {
+                state.failures = None;
+            }
         }
         Err(error) => report_failure(&parent, &ctx, &plugin, error).await,
     }
@@ -138,8 +182,9 @@ pub async fn reconcile(
 }
 
 /// Backoff policy: an invalid spec waits for the parent to change; everything else retries
-/// with exponential backoff per parent (1 s doubling to 5 min), at least as long as the API
-/// server asked for with `retryAfterSeconds`.
+/// with exponential backoff per parent and reason (1 s doubling to 5 min; a failure of
+/// another reason starts again at 1 s), at least as long as the API server asked for with
+/// `retryAfterSeconds`.
 pub fn error_policy(parent: Arc<DynamicObject>, error: &Error, ctx: Arc<PluginContext>) -> Action {
     if let Error::Plan(plan_error) = error
         && !plan_error.is_retryable()
@@ -147,14 +192,16 @@ pub fn error_policy(parent: Arc<DynamicObject>, error: &Error, ctx: Arc<PluginCo
         return Action::await_change();
     }
     let failures = {
-        let mut map = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let count = map.entry(parent_key(&parent)).or_insert(0);
-        *count = count.saturating_add(1);
-        *count
+        let mut states = lock(&ctx.parents);
+        let state = states.entry(state_key(&parent)).or_default();
+        let count = match state.failures {
+            Some((reason, count)) if reason == error.reason() => count.saturating_add(1),
+            _ => 1,
+        };
+        state.failures = Some((error.reason(), count));
+        count
     };
-    let mut delay = Duration::from_secs(1)
-        .saturating_mul(1u32 << failures.saturating_sub(1).min(9))
-        .min(Duration::from_secs(300));
+    let mut delay = backoff(failures);
     if let Some(kube::Error::Api(status)) = error.api_error()
         && let Some(after) = status.details.as_ref().map(|d| d.retry_after_seconds)
     {
@@ -163,52 +210,99 @@ pub fn error_policy(parent: Arc<DynamicObject>, error: &Error, ctx: Arc<PluginCo
     Action::requeue(delay)
 }
 
+/// The delay after `failures` failures in a row: 1 s doubling to 5 min.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1)
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(9))
+        .min(Duration::from_secs(300))
+}
+
 async fn reconcile_parent(
     parent: &DynamicObject,
     ctx: &PluginContext,
     plugin: &Arc<Plugin>,
 ) -> Result<Action, Error> {
     let decl = &plugin.decl;
+    let rules = ctx.policy.rules(&decl.name);
     tracing::trace!(parent = %parent_key(parent), "reconcile starting");
     let api = api_for(&ctx.client, &decl.parent, parent.namespace().as_deref());
-    let has_finalizer = parent.finalizers().iter().any(|f| f == FINALIZER);
-    if parent.metadata.deletion_timestamp.is_some() {
-        if has_finalizer {
-            return finalize(parent, ctx, plugin, &api).await;
-        }
-        return Ok(Action::await_change());
-    }
-    if decl.needs_finalize && !has_finalizer {
-        // The update event of this patch starts the next reconcile.
-        add_finalizer(parent, &api).await?;
-        return Ok(Action::await_change());
-    }
-
-    // Observed children come from the caches: a plan made before they have synced would
-    // see no children and report a status that is not true.
-    for (kind, store) in &ctx.child_stores {
-        wait_for_cache(store)
-            .await
-            .map_err(|e| Error::PluginTask(format!("the {kind} cache stopped: {e}")))?;
-    }
-    let observed = observed_children(parent, ctx);
-    tracing::trace!(parent = %parent_key(parent), observed = observed.len(), "caches ready");
+    let observed = observed_children(parent, ctx).await?;
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
     let plan = call_plan(ctx, plugin, parent_json.clone(), observed.clone()).await?;
     ctx.policy
-        .check(
-            decl,
-            parent.namespace().as_deref().unwrap_or("default"),
-            &plan,
-        )
+        .check(decl, &parent_json, &plan)
         .map_err(PlanError::from)?;
+    // Only a plan that passed the policy may hold up the parent's deletion.
+    if decl.needs_finalize && !parent.finalizers().iter().any(|f| f == FINALIZER) {
+        add_finalizer(parent, ctx, &api).await?;
+    }
     let applied = apply_children(parent, ctx, plugin, &plan, &observed).await?;
     prune_children(parent, ctx, plugin, &plan).await?;
-    write_status(parent, &api, &parent_json, plan.status.clone()).await?;
+    check_status_churn(parent, ctx, rules, &parent_json, &observed, &plan.status)?;
+    write_status(parent, ctx, &api, &parent_json, plan.status.clone()).await?;
     if applied > 0 {
         tracing::debug!(parent = %parent_key(parent), applied, "reconciled");
     }
-    Ok(Action::requeue(plan.requeue_after.unwrap_or(ctx.resync)))
+    let requeue = plan.requeue_after.unwrap_or(ctx.resync);
+    Ok(Action::requeue(requeue.max(rules.min_requeue)))
+}
+
+/// Calls the plugin's `finalize` for a parent being deleted; removes the host's finalizer
+/// once it reports done. A parent in a namespace the policy does not allow the plugin is
+/// released without calling it: the plugin may not act there, so it may not hold it either.
+async fn finalize_parent(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    plugin: &Arc<Plugin>,
+) -> Result<Action, Error> {
+    if !parent.finalizers().iter().any(|f| f == FINALIZER) {
+        lock(&ctx.parents).remove(&state_key(parent));
+        return Ok(Action::await_change());
+    }
+    let decl = &plugin.decl;
+    let api = api_for(&ctx.client, &decl.parent, parent.namespace().as_deref());
+    let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
+    if let Err(violation) = ctx.policy.check_parent(&decl.name, &parent_json) {
+        publish(
+            ctx,
+            plugin,
+            parent,
+            EventType::Warning,
+            "PolicyViolation",
+            format!("finalizer released without calling the plugin: {violation}"),
+        )
+        .await;
+        remove_finalizer(parent, ctx, &api).await?;
+        return Ok(Action::await_change());
+    }
+    let observed = observed_children(parent, ctx).await?;
+    let request = crate::runtime::ReconcileRequest {
+        parent: parent_json.to_string(),
+        observed: observed.iter().map(Value::to_string).collect(),
+    };
+    let context = format!("{}:{}", decl.name, parent_key(parent));
+    let call_plugin = plugin.clone();
+    let outcome = call_in_slot(ctx, plugin, move || {
+        call_plugin.compiled.finalize(&request, &context)
+    })
+    .await?
+    .map_err(PlanError::from)?;
+    match outcome {
+        Ok(response) if response.done => {
+            remove_finalizer(parent, ctx, &api).await?;
+            lock(&ctx.parents).remove(&state_key(parent));
+            Ok(Action::await_change())
+        }
+        Ok(response) => {
+            let asked = Duration::from_millis(response.requeue_after_ms.unwrap_or(5_000));
+            let rules = ctx.policy.rules(&decl.name);
+            Ok(Action::requeue(asked.max(rules.min_requeue)))
+        }
+        Err(crate::runtime::ReconcileError::InvalidSpec(m)) => {
+            Err(PlanError::InvalidSpec(m).into())
+        }
+        Err(crate::runtime::ReconcileError::Retry(m)) => Err(PlanError::PluginRetry(m).into()),
+    }
 }
 
 /// Waits until `store` has synced. A waiter that starts before the store is ready can miss
@@ -225,10 +319,20 @@ async fn wait_for_cache(
     }
 }
 
-/// Children in the caches that belong to this parent (controller reference to its UID).
-fn observed_children(parent: &DynamicObject, ctx: &PluginContext) -> Vec<Value> {
+/// Children in the caches that belong to this parent (controller reference to its UID),
+/// once every cache has synced: a plan made before would see no children and report a
+/// status that is not true.
+async fn observed_children(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+) -> Result<Vec<Value>, Error> {
+    for (kind, store) in &ctx.child_stores {
+        wait_for_cache(store)
+            .await
+            .map_err(|e| Error::PluginTask(format!("the {kind} cache stopped: {e}")))?;
+    }
     let Some(uid) = parent.uid() else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let mut observed = Vec::new();
     for (kind, store) in &ctx.child_stores {
@@ -248,35 +352,60 @@ fn observed_children(parent: &DynamicObject, ctx: &PluginContext) -> Vec<Value> 
             observed.push(value);
         }
     }
-    observed
+    tracing::trace!(parent = %parent_key(parent), observed = observed.len(), "caches ready");
+    Ok(observed)
 }
 
-/// Runs the plan on a blocking thread, within the plugin's share of call slots.
-async fn call_plan(
+/// Runs `call` (a sandboxed call of `plugin`) on a blocking thread, within the plugin's
+/// share of call slots, and records its duration.
+async fn call_in_slot<R: Send + 'static>(
     ctx: &PluginContext,
-    plugin: &Arc<Plugin>,
-    parent: Value,
-    observed: Vec<Value>,
-) -> Result<Plan, Error> {
+    plugin: &Plugin,
+    call: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, Error> {
     let _slot = ctx
         .call_slots
         .acquire()
         .await
         .map_err(|e| Error::PluginTask(e.to_string()))?;
     let started = Instant::now();
-    let call_plugin = plugin.clone();
-    let plan = crate::runtime::spawn_call(plugin.compiled.call_priority(), move || {
-        plan::plan(&call_plugin, &parent, &observed, &now_rfc3339())
-    })
-    .await
-    .map_err(|e| Error::PluginTask(e.to_string()))?;
+    let result = crate::runtime::spawn_call(plugin.compiled.call_priority(), call)
+        .await
+        .map_err(|e| Error::PluginTask(e.to_string()))?;
     ctx.metrics
         .plugin_call_duration
         .get_or_create(&PluginLabels {
             plugin: plugin.decl.name.clone(),
         })
         .observe(started.elapsed().as_secs_f64());
+    Ok(result)
+}
+
+/// Makes the plan (the plugin's `reconcile` call and validation).
+async fn call_plan(
+    ctx: &PluginContext,
+    plugin: &Arc<Plugin>,
+    parent: Value,
+    observed: Vec<Value>,
+) -> Result<Plan, Error> {
+    let call_plugin = plugin.clone();
+    let plan = call_in_slot(ctx, plugin, move || {
+        plan::plan(&call_plugin, &parent, &observed, &now_rfc3339())
+    })
+    .await?;
     Ok(plan?)
+}
+
+/// Waits for a token of the plugin's write budget, then counts the write.
+async fn spend_write(ctx: &PluginContext, plugin: &str, write: &str) {
+    ctx.write_budget.until_ready().await;
+    ctx.metrics
+        .api_writes
+        .get_or_create(&WriteLabels {
+            plugin: plugin.to_string(),
+            write: write.to_string(),
+        })
+        .inc();
 }
 
 /// Server-side applies each child in plan order; returns how many changed.
@@ -324,6 +453,7 @@ async fn apply_children(
                 before = existing.resource_version();
             }
         }
+        spend_write(ctx, &plugin.decl.name, "apply").await;
         let after = api
             .patch(&name, &params, &Patch::Apply(child))
             .await
@@ -384,6 +514,7 @@ async fn prune_children(
             propagation_policy: Some(PropagationPolicy::Background),
             ..DeleteParams::default()
         };
+        spend_write(ctx, &plugin.decl.name, "prune").await;
         match api.delete(&target.name, &params).await {
             Ok(_) => {}
             // Already gone, or replaced by another object of that name: nothing of ours to prune.
@@ -409,9 +540,76 @@ async fn prune_children(
     Ok(())
 }
 
+/// A hash of what a parent's status may legitimately follow: its generation, labels and
+/// annotations, and the observed children's identities and resource versions.
+fn inputs_hash(parent: &DynamicObject, observed: &[Value]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    parent.metadata.generation.hash(&mut hasher);
+    parent.labels().hash(&mut hasher);
+    parent.annotations().hash(&mut hasher);
+    let mut children: Vec<(&str, &str, &str)> = observed
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap_or_default(),
+                o["metadata"]["name"].as_str().unwrap_or_default(),
+                o["metadata"]["resourceVersion"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    children.sort_unstable();
+    children.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn value_hash(value: &Value) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Refuses a status that keeps changing while nothing it could follow from changed: a
+/// counter, or anything else derived from the previous status, would otherwise be written
+/// (and re-trigger the parent) on every reconcile.
+fn check_status_churn(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    rules: &Effective,
+    parent_json: &Value,
+    observed: &[Value],
+    status: &Value,
+) -> Result<(), Error> {
+    let inputs = inputs_hash(parent, observed);
+    let status_hash = value_hash(status);
+    let mut states = lock(&ctx.parents);
+    let state = states.entry(state_key(parent)).or_default();
+    if parent_json.get("status") == Some(status) || state.last_status == Some(status_hash) {
+        // Unchanged, or what the host wrote last (a lagging cache): not a change.
+        state.status_changes = 0;
+        state.inputs = inputs;
+        state.last_status = Some(status_hash);
+        return Ok(());
+    }
+    if state.inputs == inputs {
+        state.status_changes += 1;
+    } else {
+        state.inputs = inputs;
+        state.status_changes = 1;
+    }
+    if state.status_changes >= rules.status_churn_limit {
+        return Err(Error::StatusNotConverging {
+            plugin: ctx.plugin.load().decl.name.clone(),
+            changes: rules.status_churn_limit,
+        });
+    }
+    state.last_status = Some(status_hash);
+    Ok(())
+}
+
 /// Writes `status` unless it equals the current one (no hot loop on our own writes).
 async fn write_status(
     parent: &DynamicObject,
+    ctx: &PluginContext,
     api: &Api<DynamicObject>,
     parent_json: &Value,
     status: Value,
@@ -425,6 +623,7 @@ async fn write_status(
         "kind": types.kind,
         "status": status,
     });
+    spend_write(ctx, &ctx.plugin.load().decl.name, "status").await;
     api.patch_status(
         &parent.name_any(),
         &PatchParams::apply(FIELD_MANAGER).force(),
@@ -456,7 +655,7 @@ async fn report_failure(
             &plugin.decl.parent,
             parent.namespace().as_deref(),
         );
-        if let Err(e) = write_status(parent, &api, &parent_json, status).await {
+        if let Err(e) = write_status(parent, ctx, &api, &parent_json, status).await {
             tracing::warn!(parent = %parent_key(parent), error = %e, "cannot write the failure status");
         }
     }
@@ -487,12 +686,17 @@ async fn publish(
         action: "Reconcile".into(),
         secondary: None,
     };
+    spend_write(ctx, &plugin.decl.name, "event").await;
     if let Err(error) = ctx.recorder.publish(&event, &reference).await {
         tracing::debug!(%error, "cannot publish event");
     }
 }
 
-async fn add_finalizer(parent: &DynamicObject, api: &Api<DynamicObject>) -> Result<(), Error> {
+async fn add_finalizer(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    api: &Api<DynamicObject>,
+) -> Result<(), Error> {
     // The resourceVersion test makes this a no-op on a stale copy instead of a duplicate.
     let guard = json!({"op": "test", "path": "/metadata/resourceVersion", "value": parent.resource_version()});
     let add = if parent.metadata.finalizers.is_none() {
@@ -500,17 +704,36 @@ async fn add_finalizer(parent: &DynamicObject, api: &Api<DynamicObject>) -> Resu
     } else {
         json!({"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER})
     };
-    json_patch_parent(parent, api, json!([guard, add])).await
+    json_patch_parent(parent, ctx, api, json!([guard, add])).await
+}
+
+async fn remove_finalizer(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    api: &Api<DynamicObject>,
+) -> Result<(), Error> {
+    let index = parent
+        .finalizers()
+        .iter()
+        .position(|f| f == FINALIZER)
+        .unwrap_or(0);
+    let operations = json!([
+        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER},
+        {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
+    ]);
+    json_patch_parent(parent, ctx, api, operations).await
 }
 
 /// Applies the JSON patch `operations` to the parent's metadata.
 async fn json_patch_parent(
     parent: &DynamicObject,
+    ctx: &PluginContext,
     api: &Api<DynamicObject>,
     operations: Value,
 ) -> Result<(), Error> {
     // Built from literals above, so it always has the shape of a JSON patch.
     let patch: json_patch::Patch = serde_json::from_value(operations).unwrap_or_default();
+    spend_write(ctx, &ctx.plugin.load().decl.name, "finalizer").await;
     api.patch(
         &parent.name_any(),
         &PatchParams::default(),
@@ -521,47 +744,16 @@ async fn json_patch_parent(
     Ok(())
 }
 
-/// Calls the plugin's `finalize`; removes the finalizer once it reports done.
-async fn finalize(
-    parent: &DynamicObject,
-    ctx: &PluginContext,
-    plugin: &Arc<Plugin>,
-    api: &Api<DynamicObject>,
-) -> Result<Action, Error> {
-    let observed = observed_children(parent, ctx);
-    let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
-    let plugin = plugin.clone();
-    let request = crate::runtime::ReconcileRequest {
-        parent: parent_json.to_string(),
-        observed: observed.iter().map(Value::to_string).collect(),
-    };
-    let context = format!("{}:{}", plugin.decl.name, parent_key(parent));
-    let outcome = crate::runtime::spawn_call(plugin.compiled.call_priority(), move || {
-        plugin.compiled.finalize(&request, &context)
-    })
-    .await
-    .map_err(|e| Error::PluginTask(e.to_string()))?
-    .map_err(PlanError::from)?;
-    match outcome {
-        Ok(response) if response.done => {
-            let index = parent
-                .finalizers()
-                .iter()
-                .position(|f| f == FINALIZER)
-                .unwrap_or(0);
-            let operations = json!([
-                {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER},
-                {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
-            ]);
-            json_patch_parent(parent, api, operations).await?;
-            Ok(Action::await_change())
-        }
-        Ok(response) => Ok(Action::requeue(Duration::from_millis(
-            response.requeue_after_ms.unwrap_or(5_000),
-        ))),
-        Err(crate::runtime::ReconcileError::InvalidSpec(m)) => {
-            Err(PlanError::InvalidSpec(m).into())
-        }
-        Err(crate::runtime::ReconcileError::Retry(m)) => Err(PlanError::PluginRetry(m).into()),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_one_second_to_five_minutes() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(5), Duration::from_secs(16));
+        assert_eq!(backoff(10), Duration::from_secs(300));
+        assert_eq!(backoff(u32::MAX), Duration::from_secs(300));
     }
 }

@@ -14,18 +14,42 @@
 //! # Guarantees
 //! - No state survives a call: every call instantiates from the `InstancePre` made at load.
 //! - A call never runs longer than its deadline plus one epoch tick.
+//! - The same input gives the same output, by construction: a call sees frozen clocks, no
+//!   files, environment or network, and its WASI randomness (`wasi:random/random`,
+//!   `insecure` and `insecure-seed`) is a ChaCha20 stream keyed from a SHA-256 of the
+//!   request (parent and observed JSON; a fixed seed for `info`). A plugin that reads
+//!   "random" numbers (a hash map's seed, a generated name) still answers a repeated request
+//!   with the same bytes, so an unchanged status is not rewritten on every pass.
+//! - One budget, [`Limits::max_memory_bytes`], bounds the sum of all linear memories and
+//!   tables of a call (tables count [`TABLE_ELEMENT_BYTES`] per element), however many the
+//!   component declares; [`Limits::max_table_elements`] bounds the elements of all its
+//!   tables. A component also gets at most [`MAX_CORE_INSTANCES_PER_COMPONENT`] core
+//!   instances, [`MAX_MEMORIES_PER_COMPONENT`] memories and [`MAX_TABLES_PER_COMPONENT`]
+//!   tables per call. Both tiers enforce all of these (and the deadline, the response and
+//!   output caps) the same way: through each call's resource limiter, not the allocator.
+//! - Plugins cannot starve each other of instances: every loaded plugin reserves a share of
+//!   the pool's [`RuntimeConfig::max_instances`] slots, one per call it may run at once
+//!   ([`CompiledPlugin::set_max_concurrent_calls`]); a plugin whose share does not fit in
+//!   what is left is refused at load. A call waits for a slot of its own plugin's share,
+//!   so a busy plugin queues its own calls and never takes another's. The pool's core
+//!   instances, memories and tables are sized slots x the per-component maxima above, so
+//!   no component exhausts them either.
 //! - A plugin whose call hit its CPU, memory or response limit has its calls demoted to
 //!   `SCHED_IDLE` threads for [`DEMOTION_PERIOD`] (see [`CompiledPlugin::call_priority`]), so
 //!   a plugin that keeps burning its limits only gets cores nothing else wants.
 //!
 //! # Caveats
 //! - Calls are synchronous; async callers run them with [`spawn_call`] on a pool of threads
-//!   of their own.
+//!   of their own. A call waiting for a slot of its plugin's share blocks its thread.
+//! - Baseline code runs with instances allocated on demand (no second pool, whose address
+//!   space would double the Cranelift pool's; see `Runtime::new`): its calls instantiate
+//!   more slowly, for the seconds until Cranelift is done, under the same limits.
 
 mod bindings;
 mod cache;
 mod calls;
 mod sandbox;
+mod slots;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,9 +70,11 @@ pub use bindings::{CONTRACT, PLUGIN_INTERFACE};
 pub use cache::{CacheOutcome, CompileCache};
 
 pub use calls::{CallPriority, spawn_call};
+pub use sandbox::{MAX_RANDOM_BYTES, TABLE_ELEMENT_BYTES};
 
 use bindings::{Reconciler, ReconcilerPre};
-use sandbox::SandboxState;
+use sandbox::{SandboxState, StoreBounds};
+use slots::{CallSlots, Shortfall, SlotLedger};
 
 /// What can go wrong turning a file into a callable plugin.
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +101,31 @@ pub enum Error {
     },
     #[error("plugin {} does not implement the contract {CONTRACT}: {detail}", path.display())]
     WrongContract { path: PathBuf, detail: String },
+    #[error(
+        "plugin {} asks for {asked} instance slots (one per concurrent call), but only {left} \
+         of the runtime's {total} are not reserved by other plugins: lower its \
+         maxConcurrentCalls or raise the runtime's max_instances",
+        path.display()
+    )]
+    ReserveInstanceSlots {
+        path: PathBuf,
+        asked: usize,
+        left: usize,
+        total: usize,
+    },
+    #[error("plugin {} must be allowed at least 1 concurrent call, not 0", path.display())]
+    NoConcurrentCalls { path: PathBuf },
+}
+
+impl Error {
+    fn slots(path: &Path, asked: usize, shortfall: Shortfall) -> Self {
+        Error::ReserveInstanceSlots {
+            path: path.to_path_buf(),
+            asked,
+            left: shortfall.left,
+            total: shortfall.total,
+        }
+    }
 }
 
 /// What can go wrong during one sandboxed call.
@@ -108,6 +159,22 @@ impl CallError {
 /// How long a plugin's calls stay demoted after one of them hit a resource limit.
 pub const DEMOTION_PERIOD: Duration = Duration::from_secs(10 * 60);
 
+/// Most core module instances one instantiation of a plugin may create. A Rust
+/// `wasm32-wasip2` component has 4 to 6 (its module, the WASI adapter, the shims that
+/// break their import cycle); the pooling allocator refuses a bigger component at load.
+pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 8;
+/// Most linear memories one instantiation of a plugin may create (a Rust plugin has 1 or
+/// 2); their sum is bounded by [`Limits::max_memory_bytes`] all the same.
+pub const MAX_MEMORIES_PER_COMPONENT: u32 = 2;
+/// Most tables one instantiation of a plugin may create (a Rust plugin has 1 to 3).
+pub const MAX_TABLES_PER_COMPONENT: u32 = 4;
+
+/// The default number of calls a plugin may run at once: two per core, so a plugin can use
+/// every core while its other calls wait on the API server.
+pub fn default_max_concurrent_calls() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()) * 2
+}
+
 /// Per-call resource limits. Every plugin gets these unless configured otherwise.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
@@ -115,9 +182,10 @@ pub struct Limits {
     pub call_timeout: Duration,
     /// CPU deadline of `info`, which is called at load and must be quick.
     pub info_timeout: Duration,
-    /// Largest linear memory a guest may grow to.
+    /// Bytes of all linear memories and tables of one call together (tables count
+    /// [`TABLE_ELEMENT_BYTES`] per element).
     pub max_memory_bytes: usize,
-    /// Largest table a guest may grow to.
+    /// Elements of all tables of one call together.
     pub max_table_elements: usize,
     /// Largest response (children + status, or `info`), in bytes.
     pub max_response_bytes: usize,
@@ -145,8 +213,12 @@ pub struct RuntimeConfig {
     pub limits: Limits,
     /// Where compiled artifacts are cached; `None` disables the cache.
     pub cache_dir: Option<PathBuf>,
-    /// Most guest instances alive at once (pooling allocator slots).
+    /// Most guest instances alive at once (pooling allocator slots), divided between the
+    /// loaded plugins: each reserves one per call it may run at once.
     pub max_instances: u32,
+    /// Calls a plugin may run at once unless [`CompiledPlugin::set_max_concurrent_calls`]
+    /// says otherwise: the share of `max_instances` it reserves at load.
+    pub max_concurrent_calls: usize,
     /// Granularity of CPU deadlines.
     pub epoch_tick: Duration,
 }
@@ -157,6 +229,7 @@ impl Default for RuntimeConfig {
             limits: Limits::default(),
             cache_dir: CompileCache::default_dir(),
             max_instances: 256,
+            max_concurrent_calls: default_max_concurrent_calls(),
             epoch_tick: Duration::from_millis(5),
         }
     }
@@ -183,6 +256,10 @@ pub struct Runtime {
     baseline: Compiler,
     cache: CompileCache,
     limits: Limits,
+    /// Largest single linear memory a pool slot of the optimized tier holds.
+    memory_slot_bytes: usize,
+    slots: Arc<SlotLedger>,
+    max_concurrent_calls: usize,
     epoch_tick: Duration,
     ticker_stop: Arc<AtomicBool>,
 }
@@ -191,6 +268,7 @@ impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
             .field("limits", &self.limits)
+            .field("free_instance_slots", &self.slots.left())
             .finish()
     }
 }
@@ -199,11 +277,20 @@ impl Runtime {
     /// Creates the engine, the linker (WASI without capabilities + `host-log`) and starts
     /// the epoch ticker that enforces CPU deadlines.
     pub fn new(config: RuntimeConfig) -> Result<Arc<Self>, Error> {
+        let slots = config.max_instances;
         let mut pool = PoolingAllocationConfig::new();
-        pool.total_component_instances(config.max_instances)
-            .total_core_instances(config.max_instances * 8)
-            .total_memories(config.max_instances * 2)
-            .total_tables(config.max_instances * 4)
+        // Each slot holds the most one instantiation may create, so calls that hold at most
+        // `slots` instances (see `SlotLedger`) never run out of core instances, memories or
+        // tables, whatever the components.
+        pool.total_component_instances(slots)
+            .max_core_instances_per_component(MAX_CORE_INSTANCES_PER_COMPONENT)
+            .max_memories_per_component(MAX_MEMORIES_PER_COMPONENT)
+            .max_tables_per_component(MAX_TABLES_PER_COMPONENT)
+            .max_memories_per_module(MAX_MEMORIES_PER_COMPONENT)
+            .max_tables_per_module(MAX_TABLES_PER_COMPONENT)
+            .total_core_instances(slots.saturating_mul(MAX_CORE_INSTANCES_PER_COMPONENT))
+            .total_memories(slots.saturating_mul(MAX_MEMORIES_PER_COMPONENT))
+            .total_tables(slots.saturating_mul(MAX_TABLES_PER_COMPONENT))
             .max_memory_size(config.limits.max_memory_bytes)
             .table_elements(config.limits.max_table_elements)
             // Keeping memory resident, and resetting only the pages a call dirtied (pagemap
@@ -216,8 +303,9 @@ impl Runtime {
             Strategy::Cranelift,
             InstanceAllocationStrategy::Pooling(pool),
         )?;
-        // Baseline code only runs for the seconds until Cranelift is done: it does not need
-        // (nor get) a second reserved pool.
+        // Baseline code only runs for the seconds until Cranelift is done: it does not get a
+        // second pool (another ~4 GiB of address space per memory slot). Its limits do not
+        // depend on one: each call's limiter and the plugin's slot share enforce them.
         let baseline = Compiler::new(Strategy::Winch, InstanceAllocationStrategy::OnDemand)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
@@ -230,10 +318,32 @@ impl Runtime {
             optimized,
             baseline,
             cache: CompileCache::new(config.cache_dir),
+            memory_slot_bytes: config.limits.max_memory_bytes,
             limits: config.limits,
+            slots: SlotLedger::new(slots as usize),
+            max_concurrent_calls: config.max_concurrent_calls,
             epoch_tick: config.epoch_tick,
             ticker_stop,
         }))
+    }
+
+    /// Instance slots no loaded plugin has reserved.
+    pub fn free_instance_slots(&self) -> usize {
+        self.slots.left()
+    }
+
+    /// Reserves the default share of instance slots for a plugin being loaded from `path`.
+    fn reserve_slots(&self, path: &Path) -> Result<Arc<CallSlots>, Error> {
+        let asked = self.max_concurrent_calls;
+        if asked == 0 {
+            return Err(Error::NoConcurrentCalls {
+                path: path.to_path_buf(),
+            });
+        }
+        self.slots
+            .reserve(asked)
+            .map(Arc::new)
+            .map_err(|shortfall| Error::slots(path, asked, shortfall))
     }
 
     /// The default limits of each call.
@@ -255,6 +365,7 @@ impl Runtime {
         bytes: &[u8],
     ) -> Result<CompiledPlugin, Error> {
         let content_hash = checked_content_hash(path, bytes)?;
+        let slots = self.reserve_slots(path)?;
         let (component, cache) =
             self.cache
                 .load_or_compile(&self.optimized.engine, path, bytes, &content_hash)?;
@@ -265,6 +376,7 @@ impl Runtime {
             content_hash,
             bytes.len(),
             cache,
+            slots,
         )
     }
 
@@ -277,6 +389,7 @@ impl Runtime {
         bytes: &[u8],
     ) -> Result<CompiledPlugin, Error> {
         let content_hash = checked_content_hash(path, bytes)?;
+        let slots = self.reserve_slots(path)?;
         let (tier, component, cache) =
             match self.cache.lookup(&self.optimized.engine, &content_hash) {
                 Some(component) => (Tier::Optimized, component, CacheOutcome::Hit),
@@ -291,8 +404,15 @@ impl Runtime {
                     (Tier::Baseline, component, CacheOutcome::Miss)
                 }
             };
-        let mut plugin =
-            self.finish_load(tier, path, component, content_hash, bytes.len(), cache)?;
+        let mut plugin = self.finish_load(
+            tier,
+            path,
+            component,
+            content_hash,
+            bytes.len(),
+            cache,
+            slots,
+        )?;
         if tier == Tier::Baseline {
             plugin.tier_up_source = Some(Arc::from(bytes));
         }
@@ -300,7 +420,8 @@ impl Runtime {
     }
 
     /// The Cranelift build of a [`Tier::Baseline`] plugin (stored in the compile cache);
-    /// an optimized plugin is returned as it is.
+    /// an optimized plugin is returned as it is. Both builds share one instance slot share
+    /// (no new reservation) and one record of limit hits.
     pub fn optimize(
         self: &Arc<Self>,
         plugin: &CompiledPlugin,
@@ -320,12 +441,14 @@ impl Runtime {
                 plugin.content_hash.clone(),
                 bytes.len(),
                 CacheOutcome::Miss,
+                plugin.slots.clone(),
             )?
             .with_limits(plugin.limits.clone())
             .with_limit_record_of(plugin))
     }
 
     /// Type-checks `component` against the contract.
+    #[allow(clippy::too_many_arguments)]
     fn finish_load(
         self: &Arc<Self>,
         tier: Tier,
@@ -334,6 +457,7 @@ impl Runtime {
         content_hash: String,
         size: usize,
         cache: CacheOutcome,
+        slots: Arc<CallSlots>,
     ) -> Result<CompiledPlugin, Error> {
         let compiler = match tier {
             Tier::Baseline => &self.baseline,
@@ -361,6 +485,8 @@ impl Runtime {
             cache,
             limits: self.limits.clone(),
             last_limit_hit: Arc::default(),
+            path: Arc::from(path),
+            slots,
         })
     }
 
@@ -490,6 +616,10 @@ pub struct CompiledPlugin {
     /// When a call of this plugin last hit its CPU, memory or response limit; shared by
     /// the tiers of one content.
     last_limit_hit: Arc<Mutex<Option<Instant>>>,
+    /// Where the plugin was loaded from, to name it in errors.
+    path: Arc<Path>,
+    /// The instance slots reserved for this plugin's calls; shared by its clones and tiers.
+    slots: Arc<CallSlots>,
 }
 
 impl std::fmt::Debug for CompiledPlugin {
@@ -540,6 +670,29 @@ impl CompiledPlugin {
         self
     }
 
+    /// How many calls of this plugin may run at once: the instance slots it reserves.
+    pub fn max_concurrent_calls(&self) -> usize {
+        self.slots.share()
+    }
+
+    /// Makes this plugin's share of the runtime's instance slots `calls`: at most that many
+    /// of its calls hold an instance at once, the others wait for one of them.
+    ///
+    /// The share belongs to the loaded plugin, not to this handle: its clones and its other
+    /// tier ([`Runtime::optimize`]) see the change too. It is refused, unchanged, when
+    /// `calls` is 0 or more slots than the other plugins left; shrinking it returns the
+    /// slots of running calls as they finish.
+    pub fn set_max_concurrent_calls(&self, calls: usize) -> Result<(), Error> {
+        if calls == 0 {
+            return Err(Error::NoConcurrentCalls {
+                path: self.path.to_path_buf(),
+            });
+        }
+        self.slots
+            .resize(calls)
+            .map_err(|shortfall| Error::slots(&self.path, calls, shortfall))
+    }
+
     /// Where this plugin's next call runs: demoted for [`DEMOTION_PERIOD`] after one of its
     /// calls hit a CPU, memory or response limit (an attack repeated by retries then only
     /// gets idle cores), at the host's priority otherwise.
@@ -582,7 +735,8 @@ impl CompiledPlugin {
 
     /// Calls `info` with the short `info` deadline.
     pub fn info(&self) -> Result<PluginInfo, CallError> {
-        let info = self.call("info", self.limits.info_timeout, |plugin, store| {
+        let seed = random_seed("info", None);
+        let info = self.call("info", self.limits.info_timeout, &seed, |plugin, store| {
             plugin.call_info(store)
         })?;
         let size = info.crd.len() + info.name.len() + info.version.len();
@@ -596,7 +750,8 @@ impl CompiledPlugin {
         request: &ReconcileRequest,
         context: &str,
     ) -> Result<Result<ReconcileResponse, ReconcileError>, CallError> {
-        let result = self.call(context, self.limits.call_timeout, |plugin, store| {
+        let seed = random_seed("reconcile", Some(request));
+        let result = self.call(context, self.limits.call_timeout, &seed, |plugin, store| {
             plugin.call_reconcile(store, request)
         })?;
         if let Ok(response) = &result {
@@ -613,7 +768,8 @@ impl CompiledPlugin {
         request: &ReconcileRequest,
         context: &str,
     ) -> Result<Result<FinalizeResponse, ReconcileError>, CallError> {
-        self.call(context, self.limits.call_timeout, |plugin, store| {
+        let seed = random_seed("finalize", Some(request));
+        self.call(context, self.limits.call_timeout, &seed, |plugin, store| {
             plugin.call_finalize(store, request)
         })
     }
@@ -640,17 +796,42 @@ impl CompiledPlugin {
         Ok(())
     }
 
-    /// Runs `f` against a fresh instance in a fresh store, and maps failures to [`CallError`].
+    /// What one call of this plugin may create.
+    fn store_bounds(&self) -> StoreBounds {
+        StoreBounds {
+            max_memory_bytes: self.limits.max_memory_bytes,
+            max_table_elements: self.limits.max_table_elements,
+            memory_slot_bytes: match self.tier {
+                Tier::Optimized => Some(self.runtime.memory_slot_bytes),
+                Tier::Baseline => None,
+            },
+            core_instances: MAX_CORE_INSTANCES_PER_COMPONENT as usize,
+            memories: MAX_MEMORIES_PER_COMPONENT as usize,
+            tables: MAX_TABLES_PER_COMPONENT as usize,
+        }
+    }
+
+    /// Runs `f` against a fresh instance in a fresh store, once one of the plugin's
+    /// instance slots is free, and maps failures to [`CallError`].
     fn call<R>(
         &self,
         context: &str,
         deadline: Duration,
+        random_seed: &[u8; 32],
         f: impl FnOnce(&bindings::guest::Guest, &mut Store<SandboxState>) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         let runtime = &self.runtime;
+        // Declared before the store, so dropped after it: the slot is free only once the
+        // store has given its instance back to the pool.
+        let _slot = self.slots.acquire();
         let mut store = Store::new(
             self.pre.engine(),
-            SandboxState::new(&self.limits, context.into()),
+            SandboxState::new(
+                &self.limits,
+                self.store_bounds(),
+                context.into(),
+                random_seed,
+            ),
         );
         store.limiter(|state| &mut state.limiter);
         // Wasmtime stops copying a guest's data into the host after this many bytes, so an
@@ -662,9 +843,7 @@ impl CompiledPlugin {
         let outcome = self
             .pre
             .instantiate(&mut store)
-            .map_err(|e| CallError::Instantiate {
-                message: format!("{e:#}"),
-            })
+            .map_err(|e| self.classify_instantiate_failure(&store, e))
             .and_then(|instance: Reconciler| {
                 f(instance.operator_host_reconciler_plugin(), &mut store)
                     .map_err(|e| self.classify_failure(&store, deadline, e))
@@ -679,6 +858,22 @@ impl CompiledPlugin {
                 other => other,
             }),
         )
+    }
+
+    /// An instantiation refused for its memories' or tables' size is the memory limit.
+    fn classify_instantiate_failure(
+        &self,
+        store: &Store<SandboxState>,
+        error: wasmtime::Error,
+    ) -> CallError {
+        if store.data().limiter.memory_limit_hit {
+            return CallError::OutOfMemory {
+                limit: self.limits.max_memory_bytes,
+            };
+        }
+        CallError::Instantiate {
+            message: format!("{error:#}"),
+        }
     }
 
     fn classify_failure(
@@ -710,6 +905,21 @@ impl CompiledPlugin {
             },
         }
     }
+}
+
+/// The seed of a call's WASI randomness: a SHA-256 of the function and, for `reconcile` and
+/// `finalize`, the request (each part length-prefixed, so no two requests share a seed).
+fn random_seed(function: &str, request: Option<&ReconcileRequest>) -> [u8; 32] {
+    let mut hash = Sha256::new();
+    hash.update(b"operator-host call randomness v1\0");
+    hash.update(function.as_bytes());
+    if let Some(request) = request {
+        for part in std::iter::once(&request.parent).chain(&request.observed) {
+            hash.update((part.len() as u64).to_le_bytes());
+            hash.update(part.as_bytes());
+        }
+    }
+    hash.finalize().into()
 }
 
 /// Sends the guest's stdout/stderr to the host log; returns the end of stderr (panic messages).

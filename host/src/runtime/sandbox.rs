@@ -7,6 +7,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use chacha20::ChaCha20Rng;
+use chacha20::rand_core::SeedableRng;
+use sha2::{Digest, Sha256};
 use tokio::io::AsyncWrite;
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
@@ -35,29 +38,33 @@ pub struct SandboxState {
 }
 
 impl SandboxState {
-    pub(super) fn new(limits: &Limits, log_context: Arc<str>) -> Self {
+    /// The state of one call with `limits` and `bounds`, whose WASI randomness is the
+    /// stream of `random_seed` (see [`deterministic_random`]).
+    pub(super) fn new(
+        limits: &Limits,
+        bounds: StoreBounds,
+        log_context: Arc<str>,
+        random_seed: &[u8; 32],
+    ) -> Self {
         let stdout = CappedOutput::new(limits.max_output_bytes);
         let stderr = CappedOutput::new(limits.max_output_bytes);
         // Deny by default: no preopened directories, environment, arguments, network or
-        // name lookup; stdin is closed; clocks are frozen so output cannot depend on time.
-        let wasi = WasiCtxBuilder::new()
-            .stdout(stdout.clone())
+        // name lookup; stdin is closed; clocks are frozen and randomness is a function of
+        // the request, so output cannot depend on time or chance.
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(stdout.clone())
             .stderr(stderr.clone())
             .wall_clock(FrozenClock)
             .monotonic_clock(FrozenClock)
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
-            .socket_addr_check(|_, _| Box::pin(async { false }))
-            .build();
+            .socket_addr_check(|_, _| Box::pin(async { false }));
+        deterministic_random(&mut wasi, random_seed);
         SandboxState {
-            wasi,
+            wasi: wasi.build(),
             table: ResourceTable::new(),
-            limiter: SandboxLimiter {
-                max_memory_bytes: limits.max_memory_bytes,
-                max_table_elements: limits.max_table_elements,
-                memory_limit_hit: false,
-            },
+            limiter: SandboxLimiter::new(bounds),
             stdout,
             stderr,
             log_context,
@@ -65,6 +72,31 @@ impl SandboxState {
             max_output_bytes: limits.max_output_bytes,
         }
     }
+}
+
+/// Largest `get-random-bytes` / `get-insecure-random-bytes` request, in bytes. The host
+/// fills a buffer of that size before copying it into the guest (wasmtime's default allows
+/// 64 MiB per request); real uses (hash seeds, UUIDs, keys) take a few dozen bytes.
+pub const MAX_RANDOM_BYTES: u64 = 1 << 20;
+
+/// Makes all of WASI's randomness (`wasi:random/random`, `insecure` and `insecure-seed`)
+/// ChaCha20 streams keyed from `seed`, one per interface (SHA-256 of the seed and the
+/// interface's name), so the same seed always yields the same bytes.
+pub(super) fn deterministic_random(wasi: &mut WasiCtxBuilder, seed: &[u8; 32]) {
+    let key = |stream: &str| -> [u8; 32] {
+        Sha256::new()
+            .chain_update(seed)
+            .chain_update(stream.as_bytes())
+            .finalize()
+            .into()
+    };
+    let insecure_seed = key("insecure-seed");
+    let mut low = [0u8; 16];
+    low.copy_from_slice(&insecure_seed[..16]);
+    wasi.secure_random(ChaCha20Rng::from_seed(key("random")))
+        .insecure_random(ChaCha20Rng::from_seed(key("insecure")))
+        .insecure_random_seed(u128::from_le_bytes(low))
+        .max_random_size(MAX_RANDOM_BYTES);
 }
 
 impl WasiView for SandboxState {
@@ -95,35 +127,137 @@ impl host_log::Host for SandboxState {
 
 impl super::bindings::types::Host for SandboxState {}
 
-/// Enforces the memory and table caps and remembers whether the memory cap was hit, so a
-/// failed allocation can be reported as "out of memory" rather than a bare trap.
+/// Bytes counted per table element against [`Limits::max_memory_bytes`]: what wasmtime 48
+/// reserves per element. Its pooling allocator sizes a table slot by
+/// `NOMINAL_MAX_TABLE_ELEM_SIZE`, the larger of a funcref element (a pointer, 8 bytes) and a
+/// GC reference (4 bytes); a table of the on-demand allocator is a `Vec` of such pointers.
+pub const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
+
+/// Wasmtime 48's message for a `memory.grow` past what the memory's index type can address
+/// (`vm/memory.rs`): the one growth failure it reports without asking `memory_growing` first.
+const INDEX_RANGE_FAILURE: &str = "memory growth exceeds memory type's limits";
+
+/// How much of each resource one call (one `Store`) may create.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StoreBounds {
+    /// Bytes of all linear memories plus [`TABLE_ELEMENT_BYTES`] per table element.
+    pub max_memory_bytes: usize,
+    /// Elements of all tables.
+    pub max_table_elements: usize,
+    /// Largest single linear memory the instance allocator can hold (a pool slot);
+    /// `None` when memories are allocated on demand.
+    pub memory_slot_bytes: Option<usize>,
+    /// Core instances, linear memories and tables per instantiation.
+    pub core_instances: usize,
+    pub memories: usize,
+    pub tables: usize,
+}
+
+/// Enforces one budget for all the linear memories and tables of a call, and remembers
+/// whether it was hit, so a failed allocation is reported as "out of memory" rather than a
+/// bare trap.
+///
+/// Checking each memory alone would give a component with k memories k times the limit.
+/// The sum stays exact because of how wasmtime 48 calls a limiter (`vm/memory.rs`,
+/// `vm/table.rs`):
+/// - creating a memory or table asks `*_growing(0, minimum, maximum)`; a failure after
+///   that fails the instantiation, so the call ends and its count with it;
+/// - a growth asks `*_growing(current, desired, maximum)`, and wasmtime then still refuses a
+///   `desired` over `maximum` (the declared one, or for tables the pool's): that is refused
+///   here first, uncounted, so an approved table growth always happens (or traps);
+/// - `memory_grow_failed` follows an approved memory growth that the OS refused (undone
+///   here), and is also called, with no `memory_growing` before it, for a growth past the
+///   index type's range (4 GiB): recognised by its message, and ignored.
 pub struct SandboxLimiter {
-    max_memory_bytes: usize,
-    max_table_elements: usize,
+    bounds: StoreBounds,
+    memory_bytes: usize,
+    table_elements: usize,
+    /// The last approved memory growth, undone if wasmtime reports that it failed.
+    pending_memory_growth: usize,
     pub(super) memory_limit_hit: bool,
+}
+
+impl SandboxLimiter {
+    pub(super) fn new(bounds: StoreBounds) -> Self {
+        SandboxLimiter {
+            bounds,
+            memory_bytes: 0,
+            table_elements: 0,
+            pending_memory_growth: 0,
+            memory_limit_hit: false,
+        }
+    }
+
+    /// Bytes counted against the memory budget: memories plus tables.
+    pub(super) fn used_bytes(&self) -> usize {
+        self.memory_bytes
+            .saturating_add(self.table_elements.saturating_mul(TABLE_ELEMENT_BYTES))
+    }
+
+    fn fits(&self, more_bytes: usize) -> bool {
+        self.used_bytes().saturating_add(more_bytes) <= self.bounds.max_memory_bytes
+    }
 }
 
 impl ResourceLimiter for SandboxLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
-        _maximum: Option<usize>,
+        maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.max_memory_bytes {
+        if maximum.is_some_and(|maximum| desired > maximum) {
+            return Ok(false); // wasmtime refuses it anyway: the guest's own maximum, not ours
+        }
+        let growth = desired.saturating_sub(current);
+        let over_slot = self.bounds.memory_slot_bytes.is_some_and(|slot| desired > slot);
+        if over_slot || !self.fits(growth) {
             self.memory_limit_hit = true;
             return Ok(false);
         }
+        self.memory_bytes += growth;
+        self.pending_memory_growth = growth;
         Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        if error.to_string() != INDEX_RANGE_FAILURE {
+            self.memory_bytes -= std::mem::take(&mut self.pending_memory_growth);
+        }
+        Ok(())
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
-        _maximum: Option<usize>,
+        maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= self.max_table_elements)
+        if maximum.is_some_and(|maximum| desired > maximum) {
+            return Ok(false);
+        }
+        let growth = desired.saturating_sub(current);
+        if self.table_elements.saturating_add(growth) > self.bounds.max_table_elements {
+            return Ok(false);
+        }
+        if !self.fits(growth.saturating_mul(TABLE_ELEMENT_BYTES)) {
+            self.memory_limit_hit = true;
+            return Ok(false);
+        }
+        self.table_elements += growth;
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        self.bounds.core_instances
+    }
+
+    fn memories(&self) -> usize {
+        self.bounds.memories
+    }
+
+    fn tables(&self) -> usize {
+        self.bounds.tables
     }
 }
 

@@ -1,0 +1,293 @@
+//! Installing a plugin's CRD (`run --install-crds`) without taking over anyone else's.
+//!
+//! A plugin declares its parent kind and that kind's CRD, but who wrote the plugin is not
+//! who runs the cluster: a plugin may declare the kind of an API another operator installed.
+//! Applying its CRD with force would rewrite that API (schema, served versions). So the host
+//! only writes CRDs it installed itself, for the same plugin:
+//!
+//! - every CRD the host creates carries the annotation [`INSTALLED_FOR_ANNOTATION`] with the
+//!   plugin's name (the plugin's CRD object, that annotation added);
+//! - absent: created (a create, not an apply, so that of two concurrent creators one gets
+//!   `AlreadyExists`, reads the CRD the other made and follows the rules below);
+//! - present and annotated for the same plugin: updated by server-side apply, with the
+//!   `resourceVersion` just read as a precondition, so a change made meanwhile is a conflict
+//!   (the CRD is read again and the rules followed again) and never overwritten unseen;
+//! - present without the annotation, or annotated for another plugin: refused, and nothing
+//!   is written ([`Error::NotOurs`] says how to hand the CRD over).
+//!
+//! Either way the host then waits until the API server serves the CRD (Established).
+//! Without `--install-crds` none of this runs: the host never writes a CRD.
+
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+
+use super::FIELD_MANAGER;
+use crate::plugin::Plugin;
+
+/// Marks a CRD the host created, with the name of the plugin it was created for.
+pub const INSTALLED_FOR_ANNOTATION: &str = "operator-host.dev/installed-for";
+
+/// How long a created or updated CRD may take to become Established.
+pub const ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Reads, creates or updates of a CRD that lost a race with another writer before one of
+/// them is given up on. Each retry reads the CRD again and applies the rules again, so a
+/// retry never writes over a change it did not see.
+const ATTEMPTS: usize = 5;
+
+/// Why a plugin's CRD could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "cannot read the CRD {crd} of plugin {plugin}: {source}; the host needs `get` on \
+         customresourcedefinitions (see `operator-host rbac --install-crds`)"
+    )]
+    Read {
+        plugin: String,
+        crd: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(
+        "cannot create the CRD {crd} of plugin {plugin}: {source}; the host needs `create` on \
+         customresourcedefinitions (see `operator-host rbac --install-crds`), and the CRD must \
+         be valid (see `operator-host crd PLUGIN.wasm`)"
+    )]
+    Create {
+        plugin: String,
+        crd: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(
+        "cannot update the CRD {crd} of plugin {plugin}: {source}; the host needs `patch` on \
+         it (see `operator-host rbac --install-crds`), the new CRD must be a valid update of \
+         the one installed, and a CRD that others keep changing cannot be updated"
+    )]
+    Update {
+        plugin: String,
+        crd: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(
+        "the CRD {crd} of plugin {plugin} did not become Established within {timeout:?}{}: see \
+         its status conditions (kubectl get crd {crd} -o yaml)",
+        watch_error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default()
+    )]
+    NotEstablished {
+        plugin: String,
+        crd: String,
+        timeout: Duration,
+        /// Why watching the CRD failed, if it did.
+        watch_error: Option<String>,
+    },
+    #[error("{}", not_ours_message(plugin, crd, installed_for.as_deref()))]
+    NotOurs {
+        plugin: String,
+        crd: String,
+        /// The plugin the CRD is annotated for; `None` when it has no annotation.
+        installed_for: Option<String>,
+    },
+}
+
+fn not_ours_message(plugin: &str, crd: &str, installed_for: Option<&str>) -> String {
+    let (found, overwrite) = match installed_for {
+        None => (format!("annotation {INSTALLED_FOR_ANNOTATION} is absent"), ""),
+        Some(other) => (
+            format!("it is annotated {INSTALLED_FOR_ANNOTATION}={other}"),
+            " --overwrite",
+        ),
+    };
+    format!(
+        "the CRD {crd} exists and was not installed by operator-host for plugin {plugin} \
+         ({found}); operator-host will not take over a CRD it did not install: delete the CRD, \
+         or mark it for this plugin with kubectl annotate{overwrite} crd {crd} \
+         {INSTALLED_FOR_ANNOTATION}={plugin}, or run without --install-crds"
+    )
+}
+
+/// The plugin `installed_for` names on `crd`, if any.
+pub fn installed_for(crd: &CustomResourceDefinition) -> Option<&str> {
+    crd.metadata
+        .annotations
+        .as_ref()?
+        .get(INSTALLED_FOR_ANNOTATION)
+        .map(String::as_str)
+}
+
+/// Creates the CRD of `plugin`, or updates it if the host installed it for the same plugin,
+/// and waits until it is Established; refuses any other CRD of that name (see the module
+/// documentation).
+pub async fn install_crd(client: &Client, plugin: &Plugin) -> Result<(), Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let desired = desired_crd(plugin);
+    let crd = desired.metadata.name.clone().unwrap_or_default();
+    let plugin_name = plugin.decl.name.as_str();
+    let mut attempt = 0;
+    let action = loop {
+        attempt += 1;
+        let last_attempt = attempt >= ATTEMPTS;
+        let existing = crds.get_opt(&crd).await.map_err(|source| Error::Read {
+            plugin: plugin_name.to_string(),
+            crd: crd.clone(),
+            source,
+        })?;
+        let Some(existing) = existing else {
+            match crds.create(&create_params(), &desired).await {
+                Ok(_) => break "created",
+                // Someone created it meanwhile: read it and decide again.
+                Err(kube::Error::Api(status)) if status.is_already_exists() && !last_attempt => {
+                    continue;
+                }
+                Err(source) => {
+                    return Err(Error::Create {
+                        plugin: plugin_name.to_string(),
+                        crd,
+                        source,
+                    });
+                }
+            }
+        };
+        match installed_for(&existing) {
+            Some(owner) if owner == plugin_name => {}
+            other => {
+                return Err(Error::NotOurs {
+                    plugin: plugin_name.to_string(),
+                    crd,
+                    installed_for: other.map(str::to_string),
+                });
+            }
+        }
+        let mut update = desired.clone();
+        // The precondition: applied only to the CRD just checked, else 409 Conflict.
+        update.metadata.resource_version = existing.metadata.resource_version.clone();
+        // Force: the annotation hands every field of the CRD to the host (someone may have
+        // written it with another field manager, e.g. before `kubectl annotate`).
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        match crds.patch(&crd, &params, &Patch::Apply(&update)).await {
+            Ok(_) => break "updated",
+            // Changed (409) or deleted (404) since it was read: read it and decide again.
+            Err(kube::Error::Api(status))
+                if (status.is_conflict() || status.is_not_found()) && !last_attempt =>
+            {
+                continue;
+            }
+            Err(source) => {
+                return Err(Error::Update {
+                    plugin: plugin_name.to_string(),
+                    crd,
+                    source,
+                });
+            }
+        }
+    };
+    wait_established(crds, plugin_name, &crd).await?;
+    tracing::info!(plugin = %plugin_name, %crd, action, "CRD installed and established");
+    Ok(())
+}
+
+/// What the host writes: the plugin's CRD, marked with [`INSTALLED_FOR_ANNOTATION`].
+///
+/// Of the declared metadata only the name, labels and annotations are kept: the rest
+/// (resourceVersion, owner references, finalizers, ...) is the API server's or the
+/// cluster's to set, not a plugin's.
+fn desired_crd(plugin: &Plugin) -> CustomResourceDefinition {
+    let declared = &plugin.decl.crd;
+    let name = declared.metadata.name.clone().unwrap_or_else(|| {
+        // check_crd makes the declared name this one; kept as a fallback, not relied on.
+        format!("{}.{}", plugin.decl.parent.plural, plugin.decl.parent.group)
+    });
+    let mut annotations = declared.metadata.annotations.clone().unwrap_or_default();
+    annotations.insert(
+        INSTALLED_FOR_ANNOTATION.to_string(),
+        plugin.decl.name.clone(),
+    );
+    CustomResourceDefinition {
+        metadata: ObjectMeta {
+            name: Some(name),
+            labels: declared.metadata.labels.clone(),
+            annotations: Some(annotations),
+            ..ObjectMeta::default()
+        },
+        spec: declared.spec.clone(),
+        status: None,
+    }
+}
+
+fn create_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    }
+}
+
+async fn wait_established(
+    crds: Api<CustomResourceDefinition>,
+    plugin: &str,
+    crd: &str,
+) -> Result<(), Error> {
+    let not_established = |watch_error| Error::NotEstablished {
+        plugin: plugin.to_string(),
+        crd: crd.to_string(),
+        timeout: ESTABLISHED_TIMEOUT,
+        watch_error,
+    };
+    match tokio::time::timeout(
+        ESTABLISHED_TIMEOUT,
+        await_condition(crds, crd, conditions::is_crd_established()),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(not_established(Some(error.to_string()))),
+        Err(_elapsed) => Err(not_established(None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_annotation_is_under_the_prefix_plugins_may_not_use() {
+        assert!(INSTALLED_FOR_ANNOTATION.starts_with(crate::plugin::RESERVED_ANNOTATION_PREFIX));
+    }
+
+    #[test]
+    fn a_refusal_says_what_was_found_and_what_to_do() {
+        let absent = Error::NotOurs {
+            plugin: "memcached".into(),
+            crd: "memcacheds.cache.example.com".into(),
+            installed_for: None,
+        }
+        .to_string();
+        assert_eq!(
+            absent,
+            "the CRD memcacheds.cache.example.com exists and was not installed by operator-host \
+             for plugin memcached (annotation operator-host.dev/installed-for is absent); \
+             operator-host will not take over a CRD it did not install: delete the CRD, or mark \
+             it for this plugin with kubectl annotate crd memcacheds.cache.example.com \
+             operator-host.dev/installed-for=memcached, or run without --install-crds"
+        );
+        let other = Error::NotOurs {
+            plugin: "memcached".into(),
+            crd: "memcacheds.cache.example.com".into(),
+            installed_for: Some("other".into()),
+        }
+        .to_string();
+        assert!(
+            other.contains("(it is annotated operator-host.dev/installed-for=other)"),
+            "{other}"
+        );
+        assert!(
+            other.contains("kubectl annotate --overwrite crd memcacheds.cache.example.com"),
+            "{other}"
+        );
+    }
+}
