@@ -263,39 +263,37 @@ fn a_broken_new_plugin_is_retried_when_its_file_changes() {
 }
 
 #[test]
-fn a_second_file_for_a_served_parent_kind_is_rejected() {
+fn a_plugin_is_known_by_its_file_name_not_by_the_name_it_declares() {
     let mut fixture = Fixture::new();
-    std::fs::write(fixture.path("a.wasm"), v1()).unwrap();
+    std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
     fixture.sync();
-    std::fs::write(fixture.path("b.wasm"), v2()).unwrap();
+    // The Memcached plugin under another file name: it would borrow `mysql`'s policy entry.
+    std::fs::write(fixture.path("mysql.wasm"), v2()).unwrap();
     assert!(fixture.sync().is_empty());
     assert_eq!(fixture.reloads("rejected"), 1);
-    assert_eq!(fixture.served_hash("a.wasm"), Some(hash(&v1())));
-    // Moving the plugin to another name is a remove and an add, not a duplicate.
-    std::fs::rename(fixture.path("a.wasm"), fixture.path("c.wasm")).unwrap();
-    std::fs::remove_file(fixture.path("b.wasm")).unwrap();
+    assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v1())));
+    assert_eq!(fixture.served_hash("mysql.wasm"), None);
+    // Renaming it to the name it declares, once the other file is gone, serves it.
+    std::fs::remove_file(fixture.path("memcached.wasm")).unwrap();
+    std::fs::rename(fixture.path("mysql.wasm"), fixture.path("memcached.wasm")).unwrap();
     let proposals = fixture.sync();
     assert!(
-        matches!(
-            proposals.as_slice(),
-            [Proposal::Remove { .. }, Proposal::Add { .. }]
-        ),
+        matches!(proposals.as_slice(), [Proposal::Replace { .. }]),
         "{proposals:?}"
     );
+    assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v2())));
 }
 
 #[test]
 fn another_parent_kind_needs_a_new_controller() {
-    let mut fixture = Fixture::new();
-    let path = fixture.path("plugin.wasm");
-    std::fs::write(&path, v1()).unwrap();
-    fixture.sync();
-    std::fs::write(&path, std::fs::read(test_plugin("hostile")).unwrap()).unwrap();
-    let proposals = fixture.sync();
-    let [proposal @ Proposal::Replace { .. }] = proposals.as_slice() else {
-        panic!("expected a replacement, got {proposals:?}");
+    let runtime = warm_runtime();
+    let load = |name: &str| Arc::new(operator_host::plugin::Plugin::load(&runtime, &test_plugin(name)).unwrap());
+    let replace = |old: &str, new: &str| Proposal::Replace {
+        old: load(old),
+        new: load(new),
     };
-    assert!(proposal.needs_restart());
+    assert!(replace("memcached-v1", "hostile").needs_restart());
+    assert!(!replace("memcached-v1", "memcached-v2").needs_restart());
 }
 
 #[test]

@@ -388,3 +388,27 @@ pub fn unique_name(test_name: &str) -> String {
         (nanos ^ std::process::id().rotate_left(16) ^ n.wrapping_mul(0x9e37_79b9)) & 0xff_ffff;
     format!("t-{base}-{suffix:06x}")
 }
+
+/// Requests the API server has served of `resource` (`subresource` `""` for the object
+/// itself) with `verb` (`APPLY`, `PATCH`, `DELETE`, ...), from its own metrics: what a host
+/// made the API server do, counted where it happened rather than by the host.
+pub async fn apiserver_requests(
+    client: &Client,
+    verb: &str,
+    resource: &str,
+    subresource: &str,
+) -> anyhow::Result<u64> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(request).await?;
+    let wanted = [
+        format!("verb=\"{verb}\""),
+        format!("resource=\"{resource}\""),
+        format!("subresource=\"{subresource}\""),
+    ];
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| wanted.iter().all(|w| l.contains(w.as_str())))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64)
+}

@@ -73,6 +73,40 @@ fn config_map_with(name: &str, metadata: serde_json::Value) -> String {
         .to_string()
 }
 
+/// A Deployment named `name` whose pod spec is a plain container plus `pod_spec`'s fields:
+/// how a plugin would try to run its own code on a node with more than it was given.
+fn deployment_with(name: &str, pod_spec: serde_json::Value) -> String {
+    let mut spec = json!({"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]});
+    if let (Some(into), serde_json::Value::Object(extra)) = (spec.as_object_mut(), pod_spec) {
+        into.extend(extra);
+    }
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"attack": name}},
+            "template": {"metadata": {"labels": {"attack": name}}, "spec": spec},
+        },
+    })
+    .to_string()
+}
+
+/// A container of `deployment_with` with `fields` added.
+fn container_with(fields: serde_json::Value) -> serde_json::Value {
+    let mut container = json!({"name": "main", "image": "registry.k8s.io/pause:3.10"});
+    if let (Some(into), serde_json::Value::Object(extra)) = (container.as_object_mut(), fields) {
+        into.extend(extra);
+    }
+    json!({"containers": [container]})
+}
+
+/// The Secret the reference attacks try to read: not named anywhere in the Attack's spec.
+const FOREIGN_SECRET: &str = "db-credentials";
+/// The ServiceAccount the identity attack tries to run as.
+const FOREIGN_SERVICE_ACCOUNT: &str = "admin";
+
 /// A status of about `bytes` bytes, filled in place (a copy would double the guest's memory,
 /// char by char would not fit in the deadline).
 fn big_status(bytes: usize) -> String {
@@ -107,6 +141,32 @@ fn unreachable_instruction() -> ! {
 fn recurse(depth: u64) -> u64 {
     black_box(recurse(black_box(depth + 1)) + 1)
 }
+
+/// What the guest draws from WASI's randomness: the keys of a hash map (std seeds them from
+/// WASI) and 16 bytes of `wasi:random/random` (wasi-libc's `getentropy`), so a test can see
+/// whether the same request gets the same "random" output.
+fn random_draws() -> serde_json::Value {
+    use std::hash::{BuildHasher, RandomState};
+    let mut entropy = [0u8; 16];
+    fill_entropy(&mut entropy);
+    json!({
+        "hashMapSeed": RandomState::new().hash_one("operator-host"),
+        "entropy": entropy.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+    })
+}
+
+#[cfg(target_arch = "wasm32")]
+#[allow(unsafe_code)] // wasi-libc's `getentropy`, the one way to WASI randomness without a crate
+fn fill_entropy(buffer: &mut [u8]) {
+    unsafe extern "C" {
+        fn getentropy(buffer: *mut u8, len: usize) -> i32;
+    }
+    // SAFETY: `buffer` is valid for writes of its length, at most 256 bytes as required.
+    let _ = unsafe { getentropy(buffer.as_mut_ptr(), buffer.len().min(256)) };
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn fill_entropy(_: &mut [u8]) {}
 
 /// What the sandbox let the guest see of the outside world.
 fn probe_capabilities() -> serde_json::Value {
@@ -144,6 +204,14 @@ impl Guest for Hostile {
                     version: "v1".into(),
                     kind: "ConfigMap".into(),
                     plural: "configmaps".into(),
+                    namespaced: true,
+                },
+                // Pod templates: what the Pod Security and reference rules must refuse.
+                GroupVersionKind {
+                    group: "apps".into(),
+                    version: "v1".into(),
+                    kind: "Deployment".into(),
+                    plural: "deployments".into(),
                     namespaced: true,
                 },
                 // Declared so that the attack reaches the policy, which must refuse it.
@@ -205,6 +273,84 @@ impl Guest for Hostile {
                 ok(vec![config_map(&name)], json!({"printed": count}))
             }
             "capabilities" => ok(vec![], probe_capabilities()),
+            "random" => ok(vec![], random_draws()),
+            "random-error" => Err(ReconcileError::Retry(format!(
+                "a different message every time? {}",
+                random_draws()
+            ))),
+            "privileged" => ok(
+                vec![deployment_with(
+                    &name,
+                    container_with(json!({"securityContext": {"privileged": true}})),
+                )],
+                json!({}),
+            ),
+            "host-path" => ok(
+                vec![deployment_with(
+                    &name,
+                    json!({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}),
+                )],
+                json!({}),
+            ),
+            "host-namespaces" => ok(
+                vec![deployment_with(
+                    &name,
+                    json!({"hostNetwork": true, "hostPID": true}),
+                )],
+                json!({}),
+            ),
+            "add-capabilities" => ok(
+                vec![deployment_with(
+                    &name,
+                    container_with(
+                        json!({"securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}),
+                    ),
+                )],
+                json!({}),
+            ),
+            "secret-volume" => ok(
+                vec![deployment_with(
+                    &name,
+                    json!({"volumes": [{"name": "loot", "secret": {"secretName": FOREIGN_SECRET}}]}),
+                )],
+                json!({}),
+            ),
+            "secret-env" => ok(
+                vec![deployment_with(
+                    &name,
+                    container_with(json!({"env": [{"name": "PASSWORD", "valueFrom":
+                        {"secretKeyRef": {"name": FOREIGN_SECRET, "key": "password"}}}]})),
+                )],
+                json!({}),
+            ),
+            "foreign-service-account" => ok(
+                vec![deployment_with(
+                    &name,
+                    json!({"serviceAccountName": FOREIGN_SERVICE_ACCOUNT}),
+                )],
+                json!({}),
+            ),
+            "projected-token" => ok(
+                vec![deployment_with(
+                    &name,
+                    json!({"volumes": [{"name": "token", "projected": {"sources":
+                        [{"serviceAccountToken": {"path": "token", "audience": "elsewhere"}}]}}]}),
+                )],
+                json!({}),
+            ),
+            // Derived from the status the host wrote last: different on every call.
+            "status-counter" => {
+                let previous = serde_json::from_str::<serde_json::Value>(&request.parent)
+                    .ok()
+                    .and_then(|p| p["status"]["count"].as_u64())
+                    .unwrap_or(0);
+                ok(vec![config_map(&name)], json!({"count": previous + 1}))
+            }
+            "requeue-zero" => Ok(ReconcileResponse {
+                children: vec![config_map(&name)],
+                status: json!({"attack": "requeue-zero"}).to_string(),
+                requeue_after_ms: Some(0),
+            }),
             "undeclared-kind" => ok(
                 vec![
                     json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},

@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{CustomResource, ResourceExt};
 use operator_host_sdk::{
     Condition, Desired, Error, Kind, Observed, Reconciler, WorkloadView, child_meta, kind_of,
+    restricted_container_security_context, restricted_pod_security_context,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -201,8 +202,11 @@ fn deployment(name: &str, spec: &MemcachedSpec, selector: &BTreeMap<String, Stri
                         resources: spec.resources.clone(),
                         readiness_probe: Some(probe.clone()),
                         liveness_probe: Some(probe),
+                        security_context: Some(restricted_container_security_context()),
                         ..Container::default()
                     }],
+                    // The image runs as its own non-root user (memcache).
+                    security_context: Some(restricted_pod_security_context(None)),
                     ..PodSpec::default()
                 }),
             },

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, ExecAction, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSecurityContext,
+    EnvVarSource, ExecAction, PersistentVolumeClaim, PersistentVolumeClaimSpec,
     PodSpec, PodTemplateSpec, Probe, SecretKeySelector, Service, ServiceAccount, ServicePort,
     ServiceSpec, TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
 };
@@ -13,7 +13,9 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec}
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use operator_host_sdk::child_meta;
+use operator_host_sdk::{
+    child_meta, restricted_container_security_context, restricted_pod_security_context,
+};
 
 use crate::config::{INITCONF_DIR, MY_CNF};
 use crate::spec::{CONFIG_HASH_ANNOTATION, InnoDBClusterSpec, MAX_INSTANCES};
@@ -311,6 +313,7 @@ pub fn stateful_set(name: &str, spec: &InnoDBClusterSpec, config_hash: &str) -> 
             ..ping
         }),
         resources: spec.resources.clone(),
+        security_context: Some(restricted_container_security_context()),
         volume_mounts: Some(vec![
             VolumeMount {
                 name: "datadir".to_string(),
@@ -355,12 +358,7 @@ pub fn stateful_set(name: &str, spec: &InnoDBClusterSpec, config_hash: &str) -> 
                 spec: Some(PodSpec {
                     service_account_name: Some(service_account_name(name)),
                     termination_grace_period_seconds: Some(120),
-                    security_context: Some(PodSecurityContext {
-                        run_as_user: Some(MYSQL_UID),
-                        run_as_group: Some(MYSQL_UID),
-                        fs_group: Some(MYSQL_UID),
-                        ..PodSecurityContext::default()
-                    }),
+                    security_context: Some(restricted_pod_security_context(Some(MYSQL_UID))),
                     containers: vec![container],
                     volumes: Some(vec![
                         Volume {
@@ -457,8 +455,11 @@ pub fn router_deployment(name: &str, spec: &InnoDBClusterSpec) -> Deployment {
                             initial_delay_seconds: Some(30),
                             ..probe
                         }),
+                        security_context: Some(restricted_container_security_context()),
                         ..Container::default()
                     }],
+                    // The image runs as its own non-root user (mysqlrouter).
+                    security_context: Some(restricted_pod_security_context(None)),
                     ..PodSpec::default()
                 }),
             },

@@ -67,7 +67,10 @@ fn allow_privilege_escalation() {
     );
     // "windows pod, admit without checking privilegeEscalation"
     let windows = json!({"spec": {"os": {"name": "windows"}, "containers": [{"name": "a"}]}});
-    assert_eq!(paths_of("allowPrivilegeEscalation", &windows), [] as [&str; 0]);
+    assert_eq!(
+        paths_of("allowPrivilegeEscalation", &windows),
+        [] as [&str; 0]
+    );
     // "linux pod, reject if security context is not set"
     let linux = json!({"spec": {"os": {"name": "linux"}, "containers": [{"name": "a"}]}});
     assert_eq!(
@@ -81,12 +84,21 @@ fn allow_privilege_escalation() {
 fn app_armor_profile_allowed() {
     let prefix = APPARMOR_ANNOTATION_PREFIX;
     let pods = [
-        json!({"metadata": {"annotations": {format!("{prefix}test"): "runtime/default", "env": "prod"}}}),
-        json!({"metadata": {"annotations": {format!("{prefix}test"): "localhost/sec-profile01", "env": "dev"}}}),
+        json!({"metadata": {"annotations": {
+            format!("{prefix}test"): "runtime/default",
+            "env": "prod",
+        }}}),
+        json!({"metadata": {"annotations": {
+            format!("{prefix}test"): "localhost/sec-profile01",
+            "env": "dev",
+        }}}),
         json!({"metadata": {"annotations": {"env": "dev"}}}),
         json!({"metadata": {}}),
         json!({"spec": {"securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}}),
-        json!({"spec": {"containers": [{"name": "foo", "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}]}}),
+        json!({"spec": {"containers": [{
+            "name": "foo",
+            "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}},
+        }]}}),
     ];
     for pod in pods {
         assert_eq!(paths_of("appArmorProfile", &pod), [] as [&str; 0], "{pod}");
@@ -104,7 +116,10 @@ fn app_armor_profile_forbidden() {
     );
     let unconfined_container = json!({"spec": {
         "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}},
-        "containers": [{"name": "foo", "securityContext": {"appArmorProfile": {"type": "Unconfined"}}}],
+        "containers": [{
+            "name": "foo",
+            "securityContext": {"appArmorProfile": {"type": "Unconfined"}},
+        }],
     }});
     assert_eq!(
         paths_of("appArmorProfile", &unconfined_container),
@@ -113,7 +128,10 @@ fn app_armor_profile_forbidden() {
     let unconfined_init_container = json!({"spec": {
         "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}},
         "containers": [{"name": "foo"}],
-        "initContainers": [{"name": "bar", "securityContext": {"appArmorProfile": {"type": "Unconfined"}}}],
+        "initContainers": [{
+            "name": "bar",
+            "securityContext": {"appArmorProfile": {"type": "Unconfined"}},
+        }],
     }});
     assert_eq!(
         paths_of("appArmorProfile", &unconfined_init_container),
@@ -196,7 +214,10 @@ fn capabilities_restricted() {
     );
     // "windows pod, admit without checking capabilities"
     let windows = json!({"spec": {"os": {"name": "windows"}, "containers": [{"name": "a"}]}});
-    assert_eq!(paths_of("capabilities_restricted", &windows), [] as [&str; 0]);
+    assert_eq!(
+        paths_of("capabilities_restricted", &windows),
+        [] as [&str; 0]
+    );
     // "linux pod, reject if security context is not set"
     let linux = json!({"spec": {"os": {"name": "linux"}, "containers": [{"name": "a"}]}});
     assert_eq!(
@@ -406,19 +427,17 @@ fn restricted_volumes() {
     for (i, source) in forbidden.iter().enumerate() {
         volumes.push(json!({"name": format!("b{}", i + 1), *source: {}}));
     }
-    // "unknown type"
+    // "unknown type": upstream's check refuses it, but the API server makes a volume
+    // without a source an emptyDir before admission, and upstream's fixture
+    // restrictedvolumes0 passes with one; so do we.
     volumes.push(json!({"name": "c1"}));
     let pod = json!({"spec": {"volumes": volumes}});
 
-    let mut expected: Vec<String> = forbidden
+    let expected: Vec<String> = forbidden
         .iter()
         .enumerate()
         .map(|(i, source)| format!("spec.volumes[{}].{source}", allowed.len() + i))
         .collect();
-    expected.push(format!(
-        "spec.volumes[{}]",
-        allowed.len() + forbidden.len()
-    ));
     assert_eq!(paths_of("restrictedVolumes", &pod), expected);
 }
 
@@ -433,7 +452,10 @@ fn run_as_non_root() {
         ["spec.containers[0].securityContext.runAsNonRoot"]
     );
     // "pod runAsNonRoot=false": we also name the container the pod then leaves uncovered.
-    let pod = json!({"spec": {"securityContext": {"runAsNonRoot": false}, "containers": [{"name": "a"}]}});
+    let pod = json!({"spec": {
+        "securityContext": {"runAsNonRoot": false},
+        "containers": [{"name": "a"}],
+    }});
     assert_eq!(
         paths_of(id, &pod),
         [
@@ -482,7 +504,10 @@ fn run_as_non_root() {
 fn run_as_user() {
     let id = "runAsUser";
     let with_pod_user = |user: Value| {
-        json!({"spec": {"securityContext": {"runAsUser": user}, "containers": [{"name": "a"}]}})
+        json!({"spec": {
+            "securityContext": {"runAsUser": user},
+            "containers": [{"name": "a"}],
+        }})
     };
     // "pod runAsUser=0", "pod runAsUser=non-zero", "pod runAsUser=nil"
     assert_eq!(
@@ -531,7 +556,10 @@ fn se_linux_options() {
         ("a", json!({"seLinuxOptions": {"type": "container_t"}})),
         ("b", json!({"seLinuxOptions": {"type": "container_init_t"}})),
         ("c", json!({"seLinuxOptions": {"type": "container_kvm_t"}})),
-        ("d", json!({"seLinuxOptions": {"type": "container_engine_t"}})),
+        (
+            "d",
+            json!({"seLinuxOptions": {"type": "container_engine_t"}}),
+        ),
         ("e", json!({"seLinuxOptions": {"type": "bar"}})),
         ("f", json!({"seLinuxOptions": {"user": "bar"}})),
         ("g", json!({"seLinuxOptions": {"role": "baz"}})),
@@ -774,13 +802,10 @@ fn messages_say_what_is_wrong_and_what_is_allowed() {
     let pod = pod_with_contexts(&[("a", json!({"capabilities": {"add": ["NET_RAW"]}}))]);
     let violations = check(Level::Baseline, &pod);
     assert_eq!(violations.len(), 1);
-    assert!(
-        violations[0]
-            .message
-            .starts_with("adding capability \"NET_RAW\" is forbidden at level baseline (may add only AUDIT_WRITE, CHOWN"),
-        "{}",
-        violations[0].message
-    );
+    let expected = "adding capability \"NET_RAW\" is forbidden at level baseline \
+                    (may add only AUDIT_WRITE, CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, \
+                    NET_BIND_SERVICE, SETFCAP, SETGID, SETPCAP, SETUID, SYS_CHROOT)";
+    assert_eq!(violations[0].message, expected);
 }
 
 #[test]
@@ -789,7 +814,11 @@ fn long_strings_are_cut_short_in_messages() {
     let pod = json!({"spec": {"securityContext": {"sysctls": [{"name": long}]}}});
     let violations = check(Level::Baseline, &pod);
     assert_eq!(violations.len(), 1);
-    assert!(violations[0].message.len() < 1000, "{}", violations[0].message);
+    assert!(
+        violations[0].message.len() < 1000,
+        "{}",
+        violations[0].message
+    );
 }
 
 /// A pod that breaks a control of every baseline check.
@@ -883,10 +912,7 @@ fn windows_pods_are_exempt_from_linux_only_restricted_controls() {
     assert_eq!(check(Level::Restricted, &pod), NONE);
     // Windows pods are not exempt from runAsNonRoot.
     pod["spec"]["securityContext"] = json!({});
-    assert_eq!(
-        controls(&check(Level::Restricted, &pod)),
-        ["runAsNonRoot"]
-    );
+    assert_eq!(controls(&check(Level::Restricted, &pod)), ["runAsNonRoot"]);
 }
 
 #[test]
@@ -932,7 +958,10 @@ fn null_is_absent() {
         "hostNetwork": null,
         "securityContext": null,
         "volumes": null,
-        "containers": [{"name": "a", "securityContext": {"privileged": null, "capabilities": null}}],
+        "containers": [{
+            "name": "a",
+            "securityContext": {"privileged": null, "capabilities": null},
+        }],
     }});
     assert_eq!(check(Level::Baseline, &pod), NONE);
     assert_eq!(check(Level::Baseline, &json!({})), NONE);
@@ -942,7 +971,7 @@ fn null_is_absent() {
 fn malformed_fields_fail_closed() {
     let cases = [
         (
-            json!({"spec": {"containers": [{"name": "a", "securityContext": {"privileged": "yes"}}]}}),
+            pod_with_contexts(&[("a", json!({"privileged": "yes"}))]),
             "privileged",
             "spec.containers[0].securityContext.privileged",
         ),
@@ -962,7 +991,7 @@ fn malformed_fields_fail_closed() {
             "spec.containers[0].ports",
         ),
         (
-            json!({"spec": {"containers": [{"name": "a", "securityContext": {"capabilities": {"add": [1]}}}]}}),
+            pod_with_contexts(&[("a", json!({"capabilities": {"add": [1]}}))]),
             "capabilities_baseline",
             "spec.containers[0].securityContext.capabilities.add[0]",
         ),
@@ -1011,7 +1040,7 @@ fn malformed_fields_fail_closed() {
             "{pod}: {violations:#?}"
         );
     }
-    let pod = json!({"spec": {"containers": [{"name": "a", "securityContext": {"privileged": "yes"}}]}});
+    let pod = pod_with_contexts(&[("a", json!({"privileged": "yes"}))]);
     assert_eq!(
         check(Level::Baseline, &pod)[0].message,
         "the string \"yes\" is forbidden at level baseline (must be a boolean: \
@@ -1053,7 +1082,11 @@ fn a_malformed_exemption_exempts_nothing() {
     let pod = json!({"spec": {
         "os": "windows",
         "hostUsers": "false",
-        "securityContext": {"runAsNonRoot": true, "runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": true,
+            "runAsUser": 0,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "containers": [{"name": "a", "securityContext": {
             "allowPrivilegeEscalation": false,
             "capabilities": {"drop": ["ALL"]},
@@ -1093,7 +1126,8 @@ fn integers_must_be_integers() {
 fn a_volume_with_a_forbidden_source_besides_an_allowed_one_is_refused() {
     // Upstream allows it at restricted (it stops at the allowed source); the API server
     // rejects a volume with two sources, and we never let restricted allow a hostPath.
-    let pod = json!({"spec": {"volumes": [{"name": "v", "emptyDir": {}, "hostPath": {"path": "/"}}]}});
+    let pod =
+        json!({"spec": {"volumes": [{"name": "v", "emptyDir": {}, "hostPath": {"path": "/"}}]}});
     assert_eq!(
         paths_of("restrictedVolumes", &pod),
         ["spec.volumes[0].hostPath"]
