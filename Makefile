@@ -62,10 +62,12 @@ demo:
 	deploy/demo.sh
 
 # Benchmarks on the devcluster: N Memcached CRs, the wasm host vs a native kube-rs
-# controller; and re-convergence after a hot swap vs convergence from scratch.
+# controller; re-convergence after a hot swap vs convergence from scratch; the API writes of a
+# status-counter plugin with the policy's write protections relaxed vs the defaults.
 bench-cluster: test-plugins
 	cargo bench -p operator-host-tests --bench convergence
 	cargo bench -p operator-host-tests --bench hot_swap
+	cargo bench -p operator-host-tests --bench write_budget
 
 # Fuzzing (nightly + cargo-fuzz, not part of `make test`; see docs/fuzzing.md): arbitrary
 # plugin output through the plan and the policy check, for FUZZ_SECONDS. The corpus grows in

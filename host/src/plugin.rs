@@ -373,7 +373,10 @@ mod tests {
 
     #[test]
     fn a_crd_that_matches_the_declaration_is_accepted() {
-        assert_eq!(check_crd(&widget_crd(serde_json::json!({})), &widget_kind()), Ok(()));
+        assert_eq!(
+            check_crd(&widget_crd(serde_json::json!({})), &widget_kind()),
+            Ok(())
+        );
         let none = widget_crd(serde_json::json!({"spec": {"conversion": {"strategy": "None"}}}));
         assert_eq!(check_crd(&none, &widget_kind()), Ok(()));
         let annotated = widget_crd(serde_json::json!({"metadata": {"annotations": {
@@ -410,7 +413,10 @@ mod tests {
         assert!(error.contains("strategy \"None\" and a webhook"), "{error}");
         let strategy_only = serde_json::json!({"spec": {"conversion": {"strategy": "Webhook"}}});
         let error = check_crd(&widget_crd(strategy_only), &widget_kind()).unwrap_err();
-        assert!(error.starts_with("spec.conversion has strategy \"Webhook\", expected"), "{error}");
+        assert!(
+            error.starts_with("spec.conversion has strategy \"Webhook\", expected"),
+            "{error}"
+        );
     }
 
     #[test]

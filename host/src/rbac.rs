@@ -11,9 +11,13 @@
 //! - `events` in the core group and in `events.k8s.io`: `create`, `patch`;
 //! - with `--install-crds`, `customresourcedefinitions`: `get`, `list`, `watch`, `create` on
 //!   all, and `patch`, `update` only on the plugins' own CRDs (`resourceNames`: each
-//!   `<plural>.<group>`), in a rule of their own. `create` cannot be narrowed to names (see
-//!   [`cluster_role`]); what the host does with an existing CRD of another name is up to its
-//!   ownership rules ([`crate::controller::install_crd`]), and RBAC keeps it from writing any other.
+//!   `<plural>.<group>`), in a rule of their own. `create` cannot be narrowed to names: RBAC
+//!   authorizes a create before the object exists, so it cannot know its name ("You cannot
+//!   restrict `create` or `deletecollection` requests by their resource name", see
+//!   <https://kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-resources>).
+//!   Which existing CRD the host writes is up to its ownership rules
+//!   ([`crate::controller::install_crd`]: only one it installed for the same plugin), and RBAC
+//!   keeps it from writing a CRD of any other name.
 //!
 //! The host takes no leases (there is no leader election), so there is no
 //! `coordination.k8s.io` rule. Rules are merged per API group (resources with the same verbs
@@ -104,25 +108,32 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
         // `create` stays unrestricted: RBAC cannot restrict create by resourceName, "because
         // the name of the new object may not be known at authorization time"
         // (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-resources).
+        // list and watch stay unrestricted too: restricted by name, they would need a
+        // metadata.name field selector on every request (same page).
         grant(CRD_GROUP, CRD_RESOURCE.into(), CRD_VERBS);
         let names: BTreeSet<String> = plugins
             .iter()
             .map(|decl| {
-                decl.crd.metadata.name.clone().unwrap_or_else(|| {
-                    format!("{}.{}", decl.parent.plural, decl.parent.group)
-                })
+                decl.crd
+                    .metadata
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("{}.{}", decl.parent.plural, decl.parent.group))
             })
             .collect();
         // No names would mean no restriction at all (an empty resourceNames matches every
         // object): then no rule.
         if !names.is_empty() {
-            named_rules.entry(CRD_GROUP.into()).or_default().push(PolicyRule {
-                api_groups: Some(vec![CRD_GROUP.into()]),
-                resources: Some(vec![CRD_RESOURCE.into()]),
-                resource_names: Some(names.into_iter().collect()),
-                verbs: OWN_CRD_VERBS.iter().map(ToString::to_string).collect(),
-                ..PolicyRule::default()
-            });
+            named_rules
+                .entry(CRD_GROUP.into())
+                .or_default()
+                .push(PolicyRule {
+                    api_groups: Some(vec![CRD_GROUP.into()]),
+                    resources: Some(vec![CRD_RESOURCE.into()]),
+                    resource_names: Some(names.into_iter().collect()),
+                    verbs: OWN_CRD_VERBS.iter().map(ToString::to_string).collect(),
+                    ..PolicyRule::default()
+                });
         }
     }
 
@@ -250,8 +261,10 @@ mod tests {
         );
         let rules = role.rules.unwrap();
         assert!(
-            rules.iter().all(|r| !r.verbs.iter().any(|v| v == "patch" || v == "update")
-                || r.resources.as_deref() != Some(&[CRD_RESOURCE.to_string()][..])),
+            rules
+                .iter()
+                .all(|r| !r.verbs.iter().any(|v| v == "patch" || v == "update")
+                    || r.resources.as_deref() != Some(&[CRD_RESOURCE.to_string()][..])),
             "{rules:?}"
         );
     }
@@ -300,7 +313,10 @@ mod tests {
                     CRD_VERBS
                 ),
                 PolicyRule {
-                    resource_names: Some(vec!["as.a.example.com".into(), "bs.b.example.com".into()]),
+                    resource_names: Some(vec![
+                        "as.a.example.com".into(),
+                        "bs.b.example.com".into()
+                    ]),
                     ..rule(
                         "apiextensions.k8s.io",
                         &["customresourcedefinitions"],

@@ -68,17 +68,21 @@ async fn delete_crd(crds: &Api<CustomResourceDefinition>, name: &str) {
 }
 
 async fn wait_established(crds: &Api<CustomResourceDefinition>, name: &str) {
-    wait_for(&format!("the CRD {name} to be Established"), TIMEOUT, || async {
-        let established = crds
-            .get(name)
-            .await?
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        Ok(established.then_some(()))
-    })
+    wait_for(
+        &format!("the CRD {name} to be Established"),
+        TIMEOUT,
+        || async {
+            let established = crds
+                .get(name)
+                .await?
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            Ok(established.then_some(()))
+        },
+    )
     .await
     .unwrap();
 }
@@ -137,9 +141,11 @@ async fn snapshot(
 /// Waits for the ConfigMap the squatter plugin makes for the `Squat` `name`.
 async fn wait_for_child(ns: &TestNamespace, name: &str) {
     let config_maps: Api<ConfigMap> = ns.api();
-    wait_for(&format!("the ConfigMap of Squat {name}"), TIMEOUT, || async {
-        Ok(config_maps.get_opt(name).await?.map(|_| ()))
-    })
+    wait_for(
+        &format!("the ConfigMap of Squat {name}"),
+        TIMEOUT,
+        || async { Ok(config_maps.get_opt(name).await?.map(|_| ())) },
+    )
     .await
     .unwrap();
 }
@@ -157,7 +163,8 @@ async fn a_crd_the_host_did_not_install_is_left_alone_and_its_plugin_is_not_serv
         .unwrap();
     wait_established(&crds, SQUAT_CRD).await;
     let before = snapshot(&crds, SQUAT_CRD).await;
-    let squats: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns.name(), &squat_resource());
+    let squats: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns.name(), &squat_resource());
     create(&squats, &squat_resource(), "first", json!({"value": "a"})).await;
 
     // Unannotated: refused, with what to do.
@@ -182,7 +189,11 @@ async fn a_crd_the_host_did_not_install_is_left_alone_and_its_plugin_is_not_serv
         config_maps.get_opt("first").await.unwrap().is_none(),
         "a plugin that is not served made a child"
     );
-    assert_eq!(snapshot(&crds, SQUAT_CRD).await, before, "the CRD was changed");
+    assert_eq!(
+        snapshot(&crds, SQUAT_CRD).await,
+        before,
+        "the CRD was changed"
+    );
     host.stop().await;
 
     // Annotated for another plugin: refused too.
@@ -201,7 +212,11 @@ async fn a_crd_the_host_did_not_install_is_left_alone_and_its_plugin_is_not_serv
     );
     tokio::time::sleep(GRACE).await;
     assert!(config_maps.get_opt("first").await.unwrap().is_none());
-    assert_eq!(snapshot(&crds, SQUAT_CRD).await, before, "the CRD was changed");
+    assert_eq!(
+        snapshot(&crds, SQUAT_CRD).await,
+        before,
+        "the CRD was changed"
+    );
     let crd = crds.get(SQUAT_CRD).await.unwrap();
     assert_eq!(installed_for(&crd), Some("someone-else"));
     host.stop().await;
@@ -210,7 +225,10 @@ async fn a_crd_the_host_did_not_install_is_left_alone_and_its_plugin_is_not_serv
     annotate(&crds, SQUAT_CRD, Some("squatter")).await;
     let host = Host::start_dir(plugins.path().to_path_buf(), &[ns.name()]).await;
     assert_eq!(host.reloads("rejected"), 0, "{}", host.metrics.encode());
-    assert!(host.serving_tier("squatter").is_some(), "the plugin is not served");
+    assert!(
+        host.serving_tier("squatter").is_some(),
+        "the plugin is not served"
+    );
     wait_for_child(&ns, "first").await;
     let crd = crds.get(SQUAT_CRD).await.unwrap();
     assert_eq!(installed_for(&crd), Some("squatter"));
@@ -239,7 +257,8 @@ async fn the_host_creates_an_absent_crd_marked_for_its_plugin_and_updates_it_on_
     assert_eq!(installed_for(&crd), Some("squatter"));
     assert_eq!(crd.spec.group, plugin.decl.crd.spec.group);
     assert_eq!(description(&crd), description(&plugin.decl.crd));
-    let squats: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns.name(), &squat_resource());
+    let squats: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns.name(), &squat_resource());
     create(&squats, &squat_resource(), "first", json!({"value": "a"})).await;
     wait_for_child(&ns, "first").await;
     host.stop().await;
@@ -292,11 +311,19 @@ async fn without_install_crds_the_host_writes_no_crd() {
     )
     .await;
     assert_eq!(host.reloads("rejected"), 0, "{}", host.metrics.encode());
-    assert!(host.serving_tier("squatter").is_some(), "the plugin is not served");
-    let squats: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns.name(), &squat_resource());
+    assert!(
+        host.serving_tier("squatter").is_some(),
+        "the plugin is not served"
+    );
+    let squats: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns.name(), &squat_resource());
     create(&squats, &squat_resource(), "first", json!({"value": "a"})).await;
     wait_for_child(&ns, "first").await;
-    assert_eq!(snapshot(&crds, SQUAT_CRD).await, before, "the CRD was changed");
+    assert_eq!(
+        snapshot(&crds, SQUAT_CRD).await,
+        before,
+        "the CRD was changed"
+    );
     host.stop().await;
 
     delete_crd(&crds, SQUAT_CRD).await;
@@ -317,10 +344,8 @@ async fn install_crd_creates_updates_and_refuses_by_the_annotation() {
     let ns = TestNamespace::new("install-crd-rules").await.unwrap();
     let client = ns.client();
     let crds = crd_api(&client);
-    let (plugin, name) = with_group_of_its_own(
-        squatter(),
-        &format!("{}.crd-ownership.test", ns.name()),
-    );
+    let (plugin, name) =
+        with_group_of_its_own(squatter(), &format!("{}.crd-ownership.test", ns.name()));
 
     // Hosts starting at once: one creates, the others find it theirs and update it.
     let installs = (0..4).map(|_| install_crd(&client, &plugin));
@@ -344,7 +369,10 @@ async fn install_crd_creates_updates_and_refuses_by_the_annotation() {
     let before = snapshot(&crds, &name).await;
     let refused = install_crd(&client, &plugin).await.unwrap_err().to_string();
     assert!(
-        refused.contains(&format!("the CRD {name} exists and was not installed by operator-host for plugin squatter (it is annotated {INSTALLED_FOR}=other)")),
+        refused.contains(&format!(
+            "the CRD {name} exists and was not installed by operator-host for plugin squatter \
+             (it is annotated {INSTALLED_FOR}=other)"
+        )),
         "{refused}"
     );
     assert_eq!(snapshot(&crds, &name).await, before);

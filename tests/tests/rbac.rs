@@ -7,6 +7,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -118,6 +119,17 @@ async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
     match secrets.list(&ListParams::default()).await {
         Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
         other => panic!("the account may read Secrets, which the role does not grant: {other:?}"),
+    }
+    // It may change only the plugin's own CRD: authorization comes before the object is
+    // looked up, so another name (existing or not) is forbidden, not missing.
+    let crds: Api<CustomResourceDefinition> = Api::all(restricted.clone());
+    let relabel = Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}}));
+    match crds
+        .patch("widgets.example.com", &PatchParams::default(), &relabel)
+        .await
+    {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
+        other => panic!("the account may patch a CRD of no plugin it serves: {other:?}"),
     }
 
     // The host with that kubeconfig: installs the CRD, watches, applies, writes status and

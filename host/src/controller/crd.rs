@@ -38,14 +38,19 @@ pub const ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
 /// Reads, creates or updates of a CRD that lost a race with another writer before one of
 /// them is given up on. Each retry reads the CRD again and applies the rules again, so a
 /// retry never writes over a change it did not see.
-const ATTEMPTS: usize = 5;
+const ATTEMPTS: u32 = 5;
+
+/// The pause before the n-th retry is n times this: hosts that start at once (or the API
+/// server's own status updates of a new CRD) make the first tries collide.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Why a plugin's CRD could not be installed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
-        "cannot read the CRD {crd} of plugin {plugin}: {source}; the host needs `get` on \
-         customresourcedefinitions (see `operator-host rbac --install-crds`)"
+        "cannot read the CRD {crd} of plugin {plugin}: {source}; check that the API server is \
+         reachable and that the host may `get` customresourcedefinitions (see \
+         `operator-host rbac --install-crds`)"
     )]
     Read {
         plugin: String,
@@ -98,7 +103,10 @@ pub enum Error {
 
 fn not_ours_message(plugin: &str, crd: &str, installed_for: Option<&str>) -> String {
     let (found, overwrite) = match installed_for {
-        None => (format!("annotation {INSTALLED_FOR_ANNOTATION} is absent"), ""),
+        None => (
+            format!("annotation {INSTALLED_FOR_ANNOTATION} is absent"),
+            "",
+        ),
         Some(other) => (
             format!("it is annotated {INSTALLED_FOR_ANNOTATION}={other}"),
             " --overwrite",
@@ -131,6 +139,9 @@ pub async fn install_crd(client: &Client, plugin: &Plugin) -> Result<(), Error> 
     let plugin_name = plugin.decl.name.as_str();
     let mut attempt = 0;
     let action = loop {
+        if attempt > 0 {
+            tokio::time::sleep(RETRY_PAUSE * attempt).await;
+        }
         attempt += 1;
         let last_attempt = attempt >= ATTEMPTS;
         let existing = crds.get_opt(&crd).await.map_err(|source| Error::Read {

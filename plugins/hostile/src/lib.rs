@@ -338,13 +338,18 @@ impl Guest for Hostile {
                 )],
                 json!({}),
             ),
-            // Derived from the status the host wrote last: different on every call.
+            // Derived from the status the host wrote last: different on every call. With
+            // target `requeue-now` it also asks to be called again at once.
             "status-counter" => {
                 let previous = serde_json::from_str::<serde_json::Value>(&request.parent)
                     .ok()
                     .and_then(|p| p["status"]["count"].as_u64())
                     .unwrap_or(0);
-                ok(vec![config_map(&name)], json!({"count": previous + 1}))
+                Ok(ReconcileResponse {
+                    children: vec![config_map(&name)],
+                    status: json!({"count": previous + 1}).to_string(),
+                    requeue_after_ms: (parent.spec.target == "requeue-now").then_some(0),
+                })
             }
             "requeue-zero" => Ok(ReconcileResponse {
                 children: vec![config_map(&name)],
