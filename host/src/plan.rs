@@ -130,12 +130,38 @@ pub fn plan(
         parent["metadata"]["namespace"].as_str().unwrap_or(""),
         parent["metadata"]["name"].as_str().unwrap_or("")
     );
-    let response = match plugin.compiled.reconcile(&request, &context)? {
+    let seed = call_seed("reconcile", parent, observed);
+    let response = match plugin.compiled.reconcile_seeded(&request, &seed, &context)? {
         Ok(response) => response,
         Err(ReconcileError::InvalidSpec(message)) => return Err(PlanError::InvalidSpec(message)),
         Err(ReconcileError::Retry(message)) => return Err(PlanError::PluginRetry(message)),
     };
     plan_from_response(&plugin.decl, parent, observed, response, now)
+}
+
+/// The seed of a call's randomness (see [`crate::runtime::random_seed`]): the parent and its
+/// observed children without what changes on every write of the host's own, the parent's
+/// `status` and everyone's `resourceVersion`. So a plugin that draws "random" numbers
+/// answers the same again after the host wrote what it answered: a random message or
+/// status is stable, not a new write on every reconcile.
+pub fn call_seed(function: &str, parent: &Value, observed: &[Value]) -> [u8; 32] {
+    let meaningful = |object: &Value, drop_status: bool| {
+        let mut object = object.clone();
+        if let Some(fields) = object.as_object_mut()
+            && drop_status
+        {
+            fields.remove("status");
+        }
+        if let Some(metadata) = object["metadata"].as_object_mut() {
+            metadata.remove("resourceVersion");
+            metadata.remove("managedFields");
+        }
+        object.to_string()
+    };
+    let parts: Vec<String> = std::iter::once(meaningful(parent, true))
+        .chain(observed.iter().map(|o| meaningful(o, false)))
+        .collect();
+    crate::runtime::random_seed(function, parts.iter().map(String::as_str))
 }
 
 /// `object` without `metadata.managedFields`: bookkeeping of the API server that no plugin

@@ -12,7 +12,7 @@
 //!   secretReferences: parentSpec              # parentSpec | any | none
 //!   serviceAccountReferences: defaultOrOwn    # defaultOrOwn | any
 //!   minRequeueSeconds: 5
-//!   writeBudget: {perSecond: 20, burst: 100}
+//!   writeBudget: {perSecond: 100, burst: 1000}
 //!   statusChurnLimit: 5
 //! plugins:
 //!   memcached:              # the plugin's file name without `.wasm`
@@ -66,9 +66,9 @@ pub const KUBERNETES_GROUP_SUFFIXES: [&str; 3] = ["k8s.io", "kubernetes.io", "x-
 /// Default of `minRequeueSeconds`.
 pub const DEFAULT_MIN_REQUEUE: Duration = Duration::from_secs(5);
 /// Default of `writeBudget.perSecond`: far above what a busy real operator needs per plugin.
-pub const DEFAULT_WRITES_PER_SECOND: u32 = 20;
+pub const DEFAULT_WRITES_PER_SECOND: u32 = 100;
 /// Default of `writeBudget.burst`.
-pub const DEFAULT_WRITE_BURST: u32 = 100;
+pub const DEFAULT_WRITE_BURST: u32 = 1000;
 /// Default of `statusChurnLimit`.
 pub const DEFAULT_STATUS_CHURN_LIMIT: u32 = 5;
 
@@ -193,7 +193,7 @@ pub enum ServiceAccountReferences {
 /// - `sha256` (plugin entries only): the only content that may serve as this plugin.
 /// - `maxChildren`: 1000 (also the host's hard cap).
 /// - `minRequeueSeconds`: 5: the shortest `requeueAfterMs` honoured.
-/// - `writeBudget`: 20 writes per second, bursts of 100, shared by all parents of a plugin.
+/// - `writeBudget`: 100 writes per second, bursts of 1000, shared by all parents of a plugin.
 /// - `statusChurnLimit`: 5 status changes in a row with no change of the parent's
 ///   generation or of its observed children make the parent `StatusNotConverging`.
 /// - `limits`: the command line's limits.

@@ -205,6 +205,14 @@ impl Registry {
             }
             let limits = policy.limits(&plugin.decl.name, self.runtime.limits());
             plugin.compiled = plugin.compiled.clone().with_limits(limits);
+            // Its share of the instance pool: calls beyond it wait rather than take
+            // another plugin's slots.
+            if let Some(calls) = policy.max_concurrent_calls(&plugin.decl.name) {
+                plugin
+                    .compiled
+                    .set_max_concurrent_calls(calls)
+                    .map_err(|e| e.to_string())?;
+            }
         }
         if let Some(other) = self
             .entries

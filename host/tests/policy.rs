@@ -106,3 +106,43 @@ fn render_checks_the_plan_against_a_policy() {
     let output = render("defaults:\n  maxChildren: nope\n");
     assert_eq!(output.status.code(), Some(2));
 }
+
+fn sha256_of(path: &Path) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+/// A policy entry may pin content: other content is refused, and the previous version keeps
+/// serving when a new file does not match the pin.
+#[test]
+fn a_pinned_sha256_admits_only_that_content() {
+    let v1 = test_plugin("memcached-v1");
+    let v2 = test_plugin("memcached-v2");
+    let pinned = policy(&format!(
+        "plugins:\n  memcached:\n    sha256: \"sha256:{}\"\n",
+        sha256_of(&v1)
+    ));
+    let runtime = runtime_with(Limits::default());
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("memcached.wasm");
+    std::fs::copy(&v1, &live).unwrap();
+    let (sender, _receiver) = unbounded_channel();
+    let metrics = Arc::new(Metrics::new());
+    let mut registry = Registry::new(runtime, dir.path(), metrics.clone(), sender)
+        .with_policy(Arc::new(pinned));
+    let proposals = registry.scan().unwrap();
+    assert!(matches!(proposals.as_slice(), [Proposal::Add { .. }]), "{proposals:?}");
+    registry.commit(&proposals[0]);
+
+    std::fs::copy(&v2, &live).unwrap();
+    assert!(registry.scan().unwrap().is_empty(), "other content is refused");
+    let served = registry.served(&live).unwrap();
+    assert_eq!(served.decl.content_hash, sha256_of(&v1), "v1 keeps serving");
+    assert!(
+        metrics
+            .encode()
+            .lines()
+            .any(|l| l.contains("result=\"rejected\"") && l.ends_with(" 1")),
+        "the refusal is counted"
+    );
+}

@@ -188,11 +188,14 @@ impl Corpus {
         self.switch_attack(spec, true).await
     }
 
-    /// Waits until the Attack's `Reconciled` condition has `reason`, and returns it.
+    /// Waits until the Attack's `Reconciled` condition has `reason` for its current
+    /// generation, and returns it.
     async fn wait_for_reason(&self, reason: &str) -> Value {
         wait_for(&format!("Reconciled reason {reason}"), TIMEOUT, || async {
-            let condition = reconciled_condition(&self.attacks.get("attack").await?);
-            Ok((condition["reason"] == reason).then_some(condition))
+            let attack = self.attacks.get("attack").await?;
+            let condition = reconciled_condition(&attack);
+            let current = condition["observedGeneration"].as_i64() == attack.metadata.generation;
+            Ok((condition["reason"] == reason && current).then_some(condition))
         })
         .await
         .unwrap()
@@ -713,13 +716,17 @@ async fn a_projected_service_account_token_is_a_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_that_counts_its_own_writes_stops_converging_and_stops_writing() {
+    // It also asks to be called again at once: held to minRequeueSeconds, it changes its
+    // status every 5 s until the fifth change in a row stops it.
     let corpus = attack(
         "hostile-status-counter",
-        json!({"attack": "status-counter"}),
+        json!({"attack": "status-counter", "target": "requeue-now"}),
         "StatusNotConverging",
         "changed on 5 reconciles in a row",
     )
     .await;
+    // The latency comparison switched the attack off and on again: wait until it is stopped.
+    corpus.wait_for_reason("StatusNotConverging").await;
     // Once stopped, the Attack is left alone: measured on the API server.
     let before = corpus.attacks.get("attack").await.unwrap();
     let rate = corpus
@@ -870,6 +877,74 @@ async fn a_plugin_file_that_declares_another_name_is_not_served() {
         Host::start_dir_with_policy(plugins.path().to_path_buf(), &[ns.name()], policy).await;
     assert_eq!(host.reloads("rejected"), 1);
     assert_eq!(host.reloads("added"), 0, "the impostor is served");
+    host.stop().await;
+    ns.cleanup_and_wait(TIMEOUT).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_write_budget_paces_a_plugins_writes() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let ns = TestNamespace::new("hostile-write-budget").await.unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        plugin_path("test-plugins", "hostile"),
+        plugins.path().join("hostile.wasm"),
+    )
+    .unwrap();
+    let policy = Policy::parse(
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\nplugins:\n  hostile:\n    \
+         writeBudget: {perSecond: 2, burst: 2}\n",
+        std::path::Path::new("budget-policy.yaml"),
+    )
+    .unwrap();
+    let host =
+        Host::start_dir_with_policy(plugins.path().to_path_buf(), &[ns.name()], policy).await;
+    let attacks: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &attack_resource());
+    let config_maps = ns.api::<ConfigMap>();
+    let client = ns.client();
+    let applies_before = apiserver_requests(&client, "APPLY", "configmaps", "")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    // Ten ConfigMaps: ten applies and ten "Created" events, then the status.
+    create(
+        &attacks,
+        &attack_resource(),
+        "attack",
+        json!({"attack": "many-children", "count": 10}),
+    )
+    .await;
+    wait_for("the ten ConfigMaps", TIMEOUT, || async {
+        let listed = config_maps.list(&Default::default()).await?;
+        let made = listed
+            .items
+            .iter()
+            .filter(|c| c.name_any().starts_with("attack-"))
+            .count();
+        Ok((made == 10).then_some(()))
+    })
+    .await
+    .unwrap();
+    let elapsed = started.elapsed();
+    let applies = apiserver_requests(&client, "APPLY", "configmaps", "")
+        .await
+        .unwrap()
+        - applies_before;
+    println!("write budget 2/s, burst 2: 10 ConfigMaps (and their events) took {elapsed:.1?}, {applies} applies");
+    // 19 writes before the last apply, 2 of them from the burst: at least 8.5 s at 2/s.
+    assert!(elapsed >= Duration::from_secs(8), "took only {elapsed:?}");
+    assert!(applies >= 10, "{applies} applies counted by the API server");
+    // The Attack holds the host's finalizer: delete it while the host runs.
+    attacks
+        .delete("attack", &DeleteParams::background())
+        .await
+        .unwrap();
+    wait_for("the Attack to be finalized", TIMEOUT, || async {
+        Ok(attacks.get_opt("attack").await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
     host.stop().await;
     ns.cleanup_and_wait(TIMEOUT).await.unwrap();
 }

@@ -281,9 +281,10 @@ async fn finalize_parent(
         observed: observed.iter().map(Value::to_string).collect(),
     };
     let context = format!("{}:{}", decl.name, parent_key(parent));
+    let seed = plan::call_seed("finalize", &parent_json, &observed);
     let call_plugin = plugin.clone();
     let outcome = call_in_slot(ctx, plugin, move || {
-        call_plugin.compiled.finalize(&request, &context)
+        call_plugin.compiled.finalize_seeded(&request, &seed, &context)
     })
     .await?
     .map_err(PlanError::from)?;

@@ -160,13 +160,14 @@ impl CallError {
 pub const DEMOTION_PERIOD: Duration = Duration::from_secs(10 * 60);
 
 /// Most core module instances one instantiation of a plugin may create. A Rust
-/// `wasm32-wasip2` component has 4 to 6 (its module, the WASI adapter, the shims that
-/// break their import cycle); the pooling allocator refuses a bigger component at load.
+/// `wasm32-wasip2` plugin has 3 (its module, and the shim and fixup modules wit-component
+/// adds); components of other toolchains have a few more. The pooling allocator refuses a
+/// component over this at load.
 pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 8;
-/// Most linear memories one instantiation of a plugin may create (a Rust plugin has 1 or
-/// 2); their sum is bounded by [`Limits::max_memory_bytes`] all the same.
+/// Most linear memories one instantiation of a plugin may create (a Rust plugin has 1);
+/// their sum is bounded by [`Limits::max_memory_bytes`] all the same.
 pub const MAX_MEMORIES_PER_COMPONENT: u32 = 2;
-/// Most tables one instantiation of a plugin may create (a Rust plugin has 1 to 3).
+/// Most tables one instantiation of a plugin may create (a Rust plugin has 2).
 pub const MAX_TABLES_PER_COMPONENT: u32 = 4;
 
 /// The default number of calls a plugin may run at once: two per core, so a plugin can use
@@ -352,7 +353,9 @@ impl Runtime {
     }
 
     /// Reads, compiles with Cranelift (or loads from the cache) and type-checks the plugin
-    /// at `path`.
+    /// at `path`, and reserves its share of instance slots
+    /// ([`RuntimeConfig::max_concurrent_calls`]; [`Error::ReserveInstanceSlots`] if fewer
+    /// are left). Every load is a plugin of its own with a share of its own, until dropped.
     pub fn load(self: &Arc<Self>, path: &Path) -> Result<CompiledPlugin, Error> {
         let bytes = read_plugin(path)?;
         self.load_bytes(path, &bytes)
@@ -735,7 +738,7 @@ impl CompiledPlugin {
 
     /// Calls `info` with the short `info` deadline.
     pub fn info(&self) -> Result<PluginInfo, CallError> {
-        let seed = random_seed("info", None);
+        let seed = random_seed("info", []);
         let info = self.call("info", self.limits.info_timeout, &seed, |plugin, store| {
             plugin.call_info(store)
         })?;
@@ -744,14 +747,26 @@ impl CompiledPlugin {
         Ok(info)
     }
 
-    /// Calls `reconcile`; `context` names the parent in the plugin's log lines.
+    /// Calls `reconcile`, its randomness seeded from the whole request; `context` names the
+    /// parent in the plugin's log lines.
     pub fn reconcile(
         &self,
         request: &ReconcileRequest,
         context: &str,
     ) -> Result<Result<ReconcileResponse, ReconcileError>, CallError> {
-        let seed = random_seed("reconcile", Some(request));
-        let result = self.call(context, self.limits.call_timeout, &seed, |plugin, store| {
+        let seed = random_seed("reconcile", request_parts(request));
+        self.reconcile_seeded(request, &seed, context)
+    }
+
+    /// Calls `reconcile` with its randomness seeded by `seed` (see [`random_seed`]): for a
+    /// caller that knows which parts of the request carry meaning.
+    pub fn reconcile_seeded(
+        &self,
+        request: &ReconcileRequest,
+        seed: &[u8; 32],
+        context: &str,
+    ) -> Result<Result<ReconcileResponse, ReconcileError>, CallError> {
+        let result = self.call(context, self.limits.call_timeout, seed, |plugin, store| {
             plugin.call_reconcile(store, request)
         })?;
         if let Ok(response) = &result {
@@ -762,14 +777,25 @@ impl CompiledPlugin {
         Ok(result)
     }
 
-    /// Calls `finalize`; `context` names the parent in the plugin's log lines.
+    /// Calls `finalize`, its randomness seeded from the whole request; `context` names the
+    /// parent in the plugin's log lines.
     pub fn finalize(
         &self,
         request: &ReconcileRequest,
         context: &str,
     ) -> Result<Result<FinalizeResponse, ReconcileError>, CallError> {
-        let seed = random_seed("finalize", Some(request));
-        self.call(context, self.limits.call_timeout, &seed, |plugin, store| {
+        let seed = random_seed("finalize", request_parts(request));
+        self.finalize_seeded(request, &seed, context)
+    }
+
+    /// Calls `finalize` with its randomness seeded by `seed` (see [`random_seed`]).
+    pub fn finalize_seeded(
+        &self,
+        request: &ReconcileRequest,
+        seed: &[u8; 32],
+        context: &str,
+    ) -> Result<Result<FinalizeResponse, ReconcileError>, CallError> {
+        self.call(context, self.limits.call_timeout, seed, |plugin, store| {
             plugin.call_finalize(store, request)
         })
     }
@@ -907,19 +933,22 @@ impl CompiledPlugin {
     }
 }
 
-/// The seed of a call's WASI randomness: a SHA-256 of the function and, for `reconcile` and
-/// `finalize`, the request (each part length-prefixed, so no two requests share a seed).
-fn random_seed(function: &str, request: Option<&ReconcileRequest>) -> [u8; 32] {
+/// The seed of a call's WASI randomness: a SHA-256 of the function and `parts` (each
+/// length-prefixed, so no two lists of parts share a seed).
+pub fn random_seed<'a>(function: &str, parts: impl IntoIterator<Item = &'a str>) -> [u8; 32] {
     let mut hash = Sha256::new();
     hash.update(b"operator-host call randomness v1\0");
     hash.update(function.as_bytes());
-    if let Some(request) = request {
-        for part in std::iter::once(&request.parent).chain(&request.observed) {
-            hash.update((part.len() as u64).to_le_bytes());
-            hash.update(part.as_bytes());
-        }
+    for part in parts {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part.as_bytes());
     }
     hash.finalize().into()
+}
+
+/// The parent and each observed child of `request`.
+fn request_parts(request: &ReconcileRequest) -> impl Iterator<Item = &str> {
+    std::iter::once(request.parent.as_str()).chain(request.observed.iter().map(String::as_str))
 }
 
 /// Sends the guest's stdout/stderr to the host log; returns the end of stderr (panic messages).

@@ -133,8 +133,9 @@ impl super::bindings::types::Host for SandboxState {}
 /// GC reference (4 bytes); a table of the on-demand allocator is a `Vec` of such pointers.
 pub const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
 
-/// Wasmtime 48's message for a `memory.grow` past what the memory's index type can address
-/// (`vm/memory.rs`): the one growth failure it reports without asking `memory_growing` first.
+/// Wasmtime 48's message for a memory growth past what the memory's index type can address
+/// (`vm/memory.rs`): the one growth failure it reports without asking `memory_growing`
+/// first. Only 1-byte pages (custom-page-sizes, not enabled here) reach it today.
 const INDEX_RANGE_FAILURE: &str = "memory growth exceeds memory type's limits";
 
 /// How much of each resource one call (one `Store`) may create.
@@ -163,11 +164,13 @@ pub(super) struct StoreBounds {
 /// - creating a memory or table asks `*_growing(0, minimum, maximum)`; a failure after
 ///   that fails the instantiation, so the call ends and its count with it;
 /// - a growth asks `*_growing(current, desired, maximum)`, and wasmtime then still refuses a
-///   `desired` over `maximum` (the declared one, or for tables the pool's): that is refused
-///   here first, uncounted, so an approved table growth always happens (or traps);
-/// - `memory_grow_failed` follows an approved memory growth that the OS refused (undone
-///   here), and is also called, with no `memory_growing` before it, for a growth past the
-///   index type's range (4 GiB): recognised by its message, and ignored.
+///   `desired` over `maximum` (the declared one, 4 GiB for a 32-bit memory, or the pool's
+///   for a table), or for a pooled memory over its slot: those are refused here first,
+///   uncounted, so an approved table growth always happens (or traps);
+/// - `memory_grow_failed` follows an approved memory growth that the OS refused (mmap,
+///   mprotect): the pending growth is undone. It is also called, with no `memory_growing`
+///   before it, for a growth past the index type's range: recognised by its message and
+///   ignored, or it would undo the previous, successful growth.
 pub struct SandboxLimiter {
     bounds: StoreBounds,
     memory_bytes: usize,
@@ -210,7 +213,10 @@ impl ResourceLimiter for SandboxLimiter {
             return Ok(false); // wasmtime refuses it anyway: the guest's own maximum, not ours
         }
         let growth = desired.saturating_sub(current);
-        let over_slot = self.bounds.memory_slot_bytes.is_some_and(|slot| desired > slot);
+        let over_slot = self
+            .bounds
+            .memory_slot_bytes
+            .is_some_and(|slot| desired > slot);
         if over_slot || !self.fits(growth) {
             self.memory_limit_hit = true;
             return Ok(false);
@@ -378,5 +384,104 @@ impl AsyncWrite for CappedOutput {
 
     fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime_wasi::p2::bindings::random::{insecure, insecure_seed, random};
+
+    const MIB: usize = 1 << 20;
+
+    fn limiter(memory_slot_bytes: Option<usize>) -> SandboxLimiter {
+        SandboxLimiter::new(StoreBounds {
+            max_memory_bytes: 8 * MIB,
+            max_table_elements: 1000,
+            memory_slot_bytes,
+            core_instances: 8,
+            memories: 2,
+            tables: 4,
+        })
+    }
+
+    #[test]
+    fn memories_and_tables_share_one_budget() {
+        let mut limiter = limiter(None);
+        assert!(limiter.memory_growing(0, 4 * MIB, None).unwrap());
+        assert!(limiter.memory_growing(0, 3 * MIB, None).unwrap());
+        // 1 MiB left: 1000 elements (8000 bytes) fit, and then not one more page.
+        assert!(limiter.table_growing(0, 1000, None).unwrap());
+        assert!(!limiter.table_growing(1000, 1001, None).unwrap());
+        assert!(!limiter.memory_limit_hit);
+        assert!(!limiter.memory_growing(3 * MIB, 4 * MIB, None).unwrap());
+        assert!(limiter.memory_limit_hit);
+        assert_eq!(limiter.used_bytes(), 7 * MIB + 1000 * TABLE_ELEMENT_BYTES);
+    }
+
+    #[test]
+    fn a_growth_the_os_refused_is_undone_and_an_index_range_failure_undoes_nothing() {
+        let mut limiter = limiter(None);
+        assert!(limiter.memory_growing(0, MIB, None).unwrap());
+        assert!(limiter.memory_growing(MIB, 3 * MIB, None).unwrap());
+        limiter
+            .memory_grow_failed(wasmtime::format_err!(
+                "Cannot allocate memory (os error 12)"
+            ))
+            .unwrap();
+        assert_eq!(limiter.used_bytes(), MIB);
+        assert!(limiter.memory_growing(MIB, 2 * MIB, None).unwrap());
+        // Reported without a `memory_growing` first: the 2 MiB growth did happen.
+        limiter
+            .memory_grow_failed(wasmtime::format_err!("{INDEX_RANGE_FAILURE}"))
+            .unwrap();
+        assert_eq!(limiter.used_bytes(), 2 * MIB);
+    }
+
+    #[test]
+    fn growths_wasmtime_refuses_anyway_are_not_counted() {
+        let mut limiter = limiter(Some(4 * MIB));
+        // Over the memory's own maximum: refused, uncounted, not the host's limit.
+        assert!(!limiter.memory_growing(0, 2 * MIB, Some(MIB)).unwrap());
+        assert!(!limiter.table_growing(0, 10, Some(5)).unwrap());
+        assert!(!limiter.memory_limit_hit);
+        // Over the pool's slot: the host's limit, though within the budget.
+        assert!(!limiter.memory_growing(0, 5 * MIB, None).unwrap());
+        assert!(limiter.memory_limit_hit);
+        assert_eq!(limiter.used_bytes(), 0);
+    }
+
+    fn draws(seed: &[u8; 32]) -> (Vec<u8>, Vec<u8>, (u64, u64)) {
+        let mut builder = WasiCtxBuilder::new();
+        deterministic_random(&mut builder, seed);
+        let mut wasi = builder.build();
+        let random = wasi.random();
+        (
+            random::Host::get_random_bytes(random, 32).unwrap(),
+            insecure::Host::get_insecure_random_bytes(random, 32).unwrap(),
+            insecure_seed::Host::insecure_seed(random).unwrap(),
+        )
+    }
+
+    #[test]
+    fn each_random_interface_is_a_stream_of_the_seed() {
+        let (secure, insecure, seed) = draws(&[1; 32]);
+        assert_eq!(draws(&[1; 32]), (secure.clone(), insecure.clone(), seed));
+        assert_ne!(
+            secure, insecure,
+            "the interfaces draw from streams of their own"
+        );
+        let (other_secure, other_insecure, other_seed) = draws(&[2; 32]);
+        assert_ne!(other_secure, secure);
+        assert_ne!(other_insecure, insecure);
+        assert_ne!(other_seed, seed);
+    }
+
+    #[test]
+    fn a_random_request_over_the_cap_fails() {
+        let mut builder = WasiCtxBuilder::new();
+        deterministic_random(&mut builder, &[0; 32]);
+        let mut wasi = builder.build();
+        assert!(random::Host::get_random_bytes(wasi.random(), MAX_RANDOM_BYTES + 1).is_err());
     }
 }

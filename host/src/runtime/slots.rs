@@ -161,7 +161,10 @@ mod tests {
         assert_eq!(ledger.left(), 0);
         drop(first);
         assert_eq!(ledger.left(), 3);
-        assert_eq!(second.resize(6).unwrap_err(), Shortfall { left: 5, total: 5 });
+        assert_eq!(
+            second.resize(6).unwrap_err(),
+            Shortfall { left: 5, total: 5 }
+        );
         second.resize(5).unwrap();
         assert_eq!(ledger.left(), 0);
     }
