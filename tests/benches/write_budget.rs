@@ -7,7 +7,7 @@
 //! the defaults the parent stops at `StatusNotConverging` after 5 writes and backs off.
 //! Counted on the API server (`apiserver_request_total`), not by the host.
 //!
-//! `cargo bench -p operator-host-tests --bench write_budget [-- SECONDS]` (default 20).
+//! `cargo bench -p operator-host-tests --bench write_budget [-- SECONDS]` (default 30).
 
 use std::time::{Duration, Instant};
 
@@ -72,7 +72,7 @@ async fn main() -> anyhow::Result<()> {
         .skip(1)
         .find(|a| !a.starts_with('-'))
         .and_then(|a| a.parse().ok())
-        .unwrap_or(20);
+        .unwrap_or(30);
     let window = Duration::from_secs(seconds);
     let (relaxed, _) = status_writes("relaxed", RELAXED, window).await?;
     let (defaults, reason) = status_writes("defaults", DEFAULTS, window).await?;
