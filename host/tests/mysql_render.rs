@@ -139,3 +139,30 @@ fn a_name_longer_than_40_characters_exits_with_the_rejected_code() {
         stderr(&output)
     );
 }
+
+/// The examples' policy (`examples/policy.yaml`) asks `restricted` of both example plugins:
+/// their pod templates meet it, and their references (the Secret named in the spec, their own
+/// ServiceAccount) pass the default reference rules.
+#[test]
+fn both_examples_pass_the_example_policy_at_pod_security_restricted() {
+    let dir = tempfile::tempdir().unwrap();
+    for example_name in ["mysql.yaml", "mysql-3.yaml"] {
+        let cr = cr_file(&dir, &cluster_document(example_name));
+        let output = operator_host(&[
+            "render",
+            path_str(&example_plugin("mysql")),
+            path_str(&cr),
+            "--policy",
+            path_str(&example("policy.yaml")),
+        ]);
+        assert!(output.status.success(), "{example_name}: {}", stderr(&output));
+    }
+    let output = operator_host(&[
+        "render",
+        path_str(&example_plugin("memcached")),
+        path_str(&example("memcached.yaml")),
+        "--policy",
+        path_str(&example("policy.yaml")),
+    ]);
+    assert!(output.status.success(), "memcached: {}", stderr(&output));
+}
