@@ -131,7 +131,10 @@ pub fn plan(
         parent["metadata"]["name"].as_str().unwrap_or("")
     );
     let seed = call_seed("reconcile", parent, observed);
-    let response = match plugin.compiled.reconcile_seeded(&request, &seed, &context)? {
+    let response = match plugin
+        .compiled
+        .reconcile_seeded(&request, &seed, &context)?
+    {
         Ok(response) => response,
         Err(ReconcileError::InvalidSpec(message)) => return Err(PlanError::InvalidSpec(message)),
         Err(ReconcileError::Retry(message)) => return Err(PlanError::PluginRetry(message)),

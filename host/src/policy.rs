@@ -32,8 +32,8 @@
 //! references, Pod Security) on every plan before any write. A violation of either becomes
 //! [`PlanError::PolicyViolation`], the condition reason `PolicyViolation`.
 
-mod pods;
 pub mod pod_security;
+mod pods;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -288,7 +288,8 @@ impl GroupPattern {
             Some(suffix) => (GroupPattern::Subdomains(suffix.into()), suffix),
             None => (GroupPattern::Exact(text.into()), text),
         };
-        (domain.contains('.') && crate::plan::check_dns_subdomain(domain).is_ok()).then_some(pattern)
+        (domain.contains('.') && crate::plan::check_dns_subdomain(domain).is_ok())
+            .then_some(pattern)
     }
 
     fn matches(&self, group: &str) -> bool {
@@ -676,7 +677,9 @@ impl Policy {
 }
 
 fn check_namespace(plugin: &str, rules: &Effective, parent: &Value) -> Result<(), PolicyViolation> {
-    let namespace = parent["metadata"]["namespace"].as_str().unwrap_or("default");
+    let namespace = parent["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default");
     if !rules.namespaces.is_empty() && !rules.namespaces.iter().any(|n| n == namespace) {
         return Err(PolicyViolation(format!(
             "plugin {plugin} may not reconcile parents in namespace {namespace:?} \
@@ -721,14 +724,13 @@ fn typed(
     if let Some(written) = &rules.parent_groups {
         let mut parsed = Vec::with_capacity(written.len());
         for (index, group) in written.iter().enumerate() {
-            let pattern = GroupPattern::parse(group)
-                .ok_or_else(|| {
-                    invalid(
-                        &format!("{field}.parentGroups[{index}]"),
-                        format!("{group:?}"),
-                        "an API group with a dot (example.com), or *.example.com for its subdomains",
-                    )
-                })?;
+            let pattern = GroupPattern::parse(group).ok_or_else(|| {
+                invalid(
+                    &format!("{field}.parentGroups[{index}]"),
+                    format!("{group:?}"),
+                    "an API group with a dot (example.com), or *.example.com for its subdomains",
+                )
+            })?;
             parsed.push(pattern);
         }
         parent_groups = Some(parsed);
@@ -736,7 +738,11 @@ fn typed(
     let mut sha256 = None;
     if let Some(pin) = &rules.sha256 {
         let hex = pin.strip_prefix("sha256:").unwrap_or_default();
-        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        if hex.len() != 64
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
             return Err(invalid(
                 &format!("{field}.sha256"),
                 format!("{pin:?}"),
@@ -766,8 +772,14 @@ fn typed(
     let positive = [
         ("limits.callTimeoutMs", limits.call_timeout_ms),
         ("limits.memoryMiB", limits.memory_mib.map(|v| v as u64)),
-        ("limits.maxResponseMiB", limits.max_response_mib.map(|v| v as u64)),
-        ("limits.maxConcurrentCalls", limits.max_concurrent_calls.map(|v| v as u64)),
+        (
+            "limits.maxResponseMiB",
+            limits.max_response_mib.map(|v| v as u64),
+        ),
+        (
+            "limits.maxConcurrentCalls",
+            limits.max_concurrent_calls.map(|v| v as u64),
+        ),
         ("writeBudget.perSecond", budget.per_second.map(u64::from)),
         ("writeBudget.burst", budget.burst.map(u64::from)),
         ("statusChurnLimit", rules.status_churn_limit.map(u64::from)),
@@ -940,7 +952,11 @@ pub fn check_child(
                     )));
                 }
             }
-            Some(_) => return Err(invalid(format!("{label}: metadata.{map} must be an object"))),
+            Some(_) => {
+                return Err(invalid(format!(
+                    "{label}: metadata.{map} must be an object"
+                )));
+            }
         }
     }
     Ok(kind)

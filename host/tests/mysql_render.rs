@@ -155,7 +155,11 @@ fn both_examples_pass_the_example_policy_at_pod_security_restricted() {
             "--policy",
             path_str(&example("policy.yaml")),
         ]);
-        assert!(output.status.success(), "{example_name}: {}", stderr(&output));
+        assert!(
+            output.status.success(),
+            "{example_name}: {}",
+            stderr(&output)
+        );
     }
     let output = operator_host(&[
         "render",

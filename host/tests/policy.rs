@@ -128,14 +128,20 @@ fn a_pinned_sha256_admits_only_that_content() {
     std::fs::copy(&v1, &live).unwrap();
     let (sender, _receiver) = unbounded_channel();
     let metrics = Arc::new(Metrics::new());
-    let mut registry = Registry::new(runtime, dir.path(), metrics.clone(), sender)
-        .with_policy(Arc::new(pinned));
+    let mut registry =
+        Registry::new(runtime, dir.path(), metrics.clone(), sender).with_policy(Arc::new(pinned));
     let proposals = registry.scan().unwrap();
-    assert!(matches!(proposals.as_slice(), [Proposal::Add { .. }]), "{proposals:?}");
+    assert!(
+        matches!(proposals.as_slice(), [Proposal::Add { .. }]),
+        "{proposals:?}"
+    );
     registry.commit(&proposals[0]);
 
     std::fs::copy(&v2, &live).unwrap();
-    assert!(registry.scan().unwrap().is_empty(), "other content is refused");
+    assert!(
+        registry.scan().unwrap().is_empty(),
+        "other content is refused"
+    );
     let served = registry.served(&live).unwrap();
     assert_eq!(served.decl.content_hash, sha256_of(&v1), "v1 keeps serving");
     assert!(

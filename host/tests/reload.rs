@@ -287,7 +287,9 @@ fn a_plugin_is_known_by_its_file_name_not_by_the_name_it_declares() {
 #[test]
 fn another_parent_kind_needs_a_new_controller() {
     let runtime = warm_runtime();
-    let load = |name: &str| Arc::new(operator_host::plugin::Plugin::load(&runtime, &test_plugin(name)).unwrap());
+    let load = |name: &str| {
+        Arc::new(operator_host::plugin::Plugin::load(&runtime, &test_plugin(name)).unwrap())
+    };
     let replace = |old: &str, new: &str| Proposal::Replace {
         old: load(old),
         new: load(new),

@@ -26,7 +26,11 @@ const DEFAULTS: &str = "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\n";
 
 /// Status writes per second on the API server over `window`, with the counter running under
 /// `policy`; and the Attack's `Reconciled` reason at the end.
-async fn status_writes(label: &str, policy: &str, window: Duration) -> anyhow::Result<(f64, String)> {
+async fn status_writes(
+    label: &str,
+    policy: &str,
+    window: Duration,
+) -> anyhow::Result<(f64, String)> {
     let ns = TestNamespace::new(&format!("bench-writes-{label}")).await?;
     let plugins = tempfile::tempdir()?;
     std::fs::copy(
@@ -34,7 +38,8 @@ async fn status_writes(label: &str, policy: &str, window: Duration) -> anyhow::R
         plugins.path().join("hostile.wasm"),
     )?;
     let policy = Policy::parse(policy, std::path::Path::new(label))?;
-    let host = Host::start_dir_with_policy(plugins.path().to_path_buf(), &[ns.name()], policy).await;
+    let host =
+        Host::start_dir_with_policy(plugins.path().to_path_buf(), &[ns.name()], policy).await;
     let attacks: Api<DynamicObject> =
         Api::namespaced_with(ns.client(), ns.name(), &attack_resource());
     let client = ns.client();

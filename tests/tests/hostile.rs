@@ -307,10 +307,14 @@ impl Corpus {
         during: F,
     ) -> f64 {
         let client = self.ns.client();
-        let before = apiserver_requests(&client, verb, resource, subresource).await.unwrap();
+        let before = apiserver_requests(&client, verb, resource, subresource)
+            .await
+            .unwrap();
         let started = Instant::now();
         during.await;
-        let after = apiserver_requests(&client, verb, resource, subresource).await.unwrap();
+        let after = apiserver_requests(&client, verb, resource, subresource)
+            .await
+            .unwrap();
         (after - before) as f64 / started.elapsed().as_secs_f64()
     }
 
@@ -627,12 +631,7 @@ async fn host_network_and_pid_namespaces_are_refused_by_pod_security() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn added_capabilities_are_refused_by_pod_security() {
-    pod_template_attack(
-        "hostile-add-capabilities",
-        "add-capabilities",
-        "SYS_ADMIN",
-    )
-    .await;
+    pod_template_attack("hostile-add-capabilities", "add-capabilities", "SYS_ADMIN").await;
 }
 
 /// Creates the Secret `db-credentials` the reference attacks aim at.
@@ -761,7 +760,9 @@ async fn requeue_after_zero_is_held_to_the_minimum_requeue_interval() {
             tokio::time::sleep(Duration::from_secs(10)),
         )
         .await;
-    println!("hostile corpus, requeueAfterMs 0: {applies:.2} ConfigMap applies/s (floor: one per 5 s)");
+    println!(
+        "hostile corpus, requeueAfterMs 0: {applies:.2} ConfigMap applies/s (floor: one per 5 s)"
+    );
     // One reconcile (one apply) per minRequeueSeconds (5 s), plus one in flight.
     assert!(applies <= 0.35, "{applies} applies per second");
     corpus.compare("hostile-requeue-zero", &spec).await;
@@ -931,7 +932,9 @@ async fn the_write_budget_paces_a_plugins_writes() {
         .await
         .unwrap()
         - applies_before;
-    println!("write budget 2/s, burst 2: 10 ConfigMaps (and their events) took {elapsed:.1?}, {applies} applies");
+    println!(
+        "write budget 2/s, burst 2: 10 ConfigMaps (and their events) took {elapsed:.1?}, {applies} applies"
+    );
     // 19 writes before the last apply, 2 of them from the burst: at least 8.5 s at 2/s.
     assert!(elapsed >= Duration::from_secs(8), "took only {elapsed:?}");
     assert!(applies >= 10, "{applies} applies counted by the API server");
@@ -945,6 +948,60 @@ async fn the_write_budget_paces_a_plugins_writes() {
     })
     .await
     .unwrap();
+    host.stop().await;
+    ns.cleanup_and_wait(TIMEOUT).await.unwrap();
+}
+
+/// `ManyMemories`, the parent kind of the hand-written plugin with two memories
+/// (`host/tests/fixtures/many-memories.wat`).
+fn many_memories_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "hostile.operator-host.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "hostile.operator-host.dev/v1alpha1".into(),
+        kind: "ManyMemories".into(),
+        plural: "manymemories".into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memories_under_the_limit_each_but_over_it_together_are_out_of_memory() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let ns = TestNamespace::new("hostile-many-memories").await.unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    let fixture =
+        operator_host_tests::devcluster::repo_root().join("host/tests/fixtures/many-memories.wat");
+    let component = wat::parse_file(&fixture).unwrap();
+    std::fs::write(plugins.path().join("many-memories.wasm"), component).unwrap();
+    // The default limit of 64 MiB; the plugin grows two memories by 40 MiB each.
+    let host = Host::start_dir(plugins.path().to_path_buf(), &[ns.name()]).await;
+    assert_eq!(
+        host.reloads("added"),
+        1,
+        "the many-memories plugin is served"
+    );
+    let parents: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &many_memories_resource());
+    create(&parents, &many_memories_resource(), "attack", json!({})).await;
+    let condition = wait_for("PluginOutOfMemory", TIMEOUT, || async {
+        let condition = reconciled_condition(&parents.get("attack").await?);
+        Ok((condition["reason"] == "PluginOutOfMemory").then_some(condition))
+    })
+    .await
+    .unwrap();
+    assert!(
+        condition["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&(64usize << 20).to_string()),
+        "{condition}"
+    );
+    ns.wait_for_event("a Warning event with the reason", |e| {
+        e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("PluginOutOfMemory")
+    })
+    .await;
+    assert!(host.reconciles("PluginOutOfMemory") > 0);
+    assert!(host.is_running());
     host.stop().await;
     ns.cleanup_and_wait(TIMEOUT).await.unwrap();
 }

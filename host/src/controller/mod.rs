@@ -17,8 +17,8 @@ mod reconcile;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::num::NonZeroU32;
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -321,7 +321,11 @@ fn desired_state(parent: &DynamicObject) -> Option<u64> {
     parent.metadata.labels.hash(&mut hasher);
     parent.metadata.annotations.hash(&mut hasher);
     parent.metadata.finalizers.hash(&mut hasher);
-    parent.metadata.deletion_timestamp.is_some().hash(&mut hasher);
+    parent
+        .metadata
+        .deletion_timestamp
+        .is_some()
+        .hash(&mut hasher);
     Some(hasher.finish())
 }
 

@@ -284,7 +284,9 @@ async fn finalize_parent(
     let seed = plan::call_seed("finalize", &parent_json, &observed);
     let call_plugin = plugin.clone();
     let outcome = call_in_slot(ctx, plugin, move || {
-        call_plugin.compiled.finalize_seeded(&request, &seed, &context)
+        call_plugin
+            .compiled
+            .finalize_seeded(&request, &seed, &context)
     })
     .await?
     .map_err(PlanError::from)?;
@@ -554,7 +556,9 @@ fn inputs_hash(parent: &DynamicObject, observed: &[Value]) -> u64 {
             (
                 o["kind"].as_str().unwrap_or_default(),
                 o["metadata"]["name"].as_str().unwrap_or_default(),
-                o["metadata"]["resourceVersion"].as_str().unwrap_or_default(),
+                o["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default(),
             )
         })
         .collect();

@@ -179,7 +179,10 @@ fn secret_references<'a>(template: &Template<'a>) -> Vec<(String, Option<&'a str
     for (i, volume) in items(&spec["volumes"]) {
         let at = |rest: &str| template.field(&format!("volumes[{i}].{rest}"));
         add(at("secret.secretName"), &volume["secret"]["secretName"]);
-        add(at("azureFile.secretName"), &volume["azureFile"]["secretName"]);
+        add(
+            at("azureFile.secretName"),
+            &volume["azureFile"]["secretName"],
+        );
         add(
             at("csi.nodePublishSecretRef.name"),
             &volume["csi"]["nodePublishSecretRef"]["name"],
@@ -206,7 +209,10 @@ fn secret_references<'a>(template: &Template<'a>) -> Vec<(String, Option<&'a str
         }
     }
     for (i, pull) in items(&spec["imagePullSecrets"]) {
-        add(template.field(&format!("imagePullSecrets[{i}].name")), &pull["name"]);
+        add(
+            template.field(&format!("imagePullSecrets[{i}].name")),
+            &pull["name"],
+        );
     }
     for list in ["initContainers", "containers", "ephemeralContainers"] {
         for (c, container) in items(&spec[list]) {
@@ -272,7 +278,9 @@ pub fn token_problem(template: &Template<'_>) -> Option<String> {
             if !source["serviceAccountToken"].is_null() {
                 return Some(format!(
                     "mounts a projected service-account token at {}",
-                    template.field(&format!("volumes[{i}].projected.sources[{j}].serviceAccountToken"))
+                    template.field(&format!(
+                        "volumes[{i}].projected.sources[{j}].serviceAccountToken"
+                    ))
                 ));
             }
         }

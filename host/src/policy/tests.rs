@@ -280,7 +280,11 @@ fn declared_and_listed_kinds_are_allowed() {
     let ok = plan(vec![object("apps/v1", "Deployment", "d")]);
     assert_eq!(policy.check(&decl, &parent_in("ns"), &ok), Ok(()));
     let err = policy
-        .check(&decl, &parent_in("ns"), &plan(vec![object("v1", "Service", "s")]))
+        .check(
+            &decl,
+            &parent_in("ns"),
+            &plan(vec![object("v1", "Service", "s")]),
+        )
         .unwrap_err();
     assert_contains(
         &err.0,
@@ -299,7 +303,9 @@ fn declared_and_listed_kinds_are_allowed() {
 fn secrets_need_allow_secrets() {
     let decl = every_kind();
     let secret = plan(vec![object("v1", "Secret", "s")]);
-    let err = Policy::default().check(&decl, &parent_in("ns"), &secret).unwrap_err();
+    let err = Policy::default()
+        .check(&decl, &parent_in("ns"), &secret)
+        .unwrap_err();
     assert_contains(&err.0, &["v1/Secret \"s\"", "allowSecrets is false"]);
     let allowed = policy("plugins:\n  memcached:\n    allowSecrets: true\n");
     assert_eq!(allowed.check(&decl, &parent_in("ns"), &secret), Ok(()));
@@ -314,7 +320,9 @@ fn secrets_need_allow_secrets() {
 fn rbac_kinds_need_allow_rbac() {
     let decl = every_kind();
     let role = plan(vec![object("rbac.authorization.k8s.io/v1", "Role", "r")]);
-    let err = Policy::default().check(&decl, &parent_in("ns"), &role).unwrap_err();
+    let err = Policy::default()
+        .check(&decl, &parent_in("ns"), &role)
+        .unwrap_err();
     assert_contains(&err.0, &["Role \"r\"", "allowRbac is false"]);
     let allowed = policy("defaults:\n  allowRbac: true\n");
     assert_eq!(allowed.check(&decl, &parent_in("ns"), &role), Ok(()));
@@ -349,7 +357,10 @@ fn service_account_tokens_need_allow_service_account_tokens() {
         ],
     );
     account["automountServiceAccountToken"] = false.into();
-    assert_eq!(permissive.check(&decl, &parent_in("ns"), &plan(vec![account])), Ok(()));
+    assert_eq!(
+        permissive.check(&decl, &parent_in("ns"), &plan(vec![account])),
+        Ok(())
+    );
 
     let mut deployment = object("apps/v1", "Deployment", "d");
     deployment["spec"] = json!({"template": {"spec": {"automountServiceAccountToken": true}}});
@@ -365,22 +376,33 @@ fn service_account_tokens_need_allow_service_account_tokens() {
     );
 
     let tokens = policy("defaults:\n  allowSecrets: true\n  allowServiceAccountTokens: true\n");
-    assert_eq!(tokens.check(&decl, &parent_in("ns"), &plan(vec![token])), Ok(()));
+    assert_eq!(
+        tokens.check(&decl, &parent_in("ns"), &plan(vec![token])),
+        Ok(())
+    );
 }
 
 #[test]
 fn parents_must_be_in_an_allowed_namespace() {
     let decl = every_kind();
     let policy = policy("plugins:\n  memcached:\n    namespaces: [team-a, team-b]\n");
-    assert_eq!(policy.check(&decl, &parent_in("team-b"), &plan(vec![])), Ok(()));
-    let err = policy.check(&decl, &parent_in("default"), &plan(vec![])).unwrap_err();
+    assert_eq!(
+        policy.check(&decl, &parent_in("team-b"), &plan(vec![])),
+        Ok(())
+    );
+    let err = policy
+        .check(&decl, &parent_in("default"), &plan(vec![]))
+        .unwrap_err();
     assert_contains(&err.0, &["namespace \"default\"", "team-a, team-b"]);
     // Another plugin is not confined.
     let other = Declaration {
         name: "other".into(),
         ..decl
     };
-    assert_eq!(policy.check(&other, &parent_in("default"), &plan(vec![])), Ok(()));
+    assert_eq!(
+        policy.check(&other, &parent_in("default"), &plan(vec![])),
+        Ok(())
+    );
 }
 
 #[test]
@@ -390,10 +412,15 @@ fn children_are_counted() {
     let two: Vec<Value> = (0..2)
         .map(|i| object("v1", "Service", &format!("s{i}")))
         .collect();
-    assert_eq!(policy.check(&decl, &parent_in("ns"), &plan(two.clone())), Ok(()));
+    assert_eq!(
+        policy.check(&decl, &parent_in("ns"), &plan(two.clone())),
+        Ok(())
+    );
     let mut three = two;
     three.push(object("v1", "Service", "s2"));
-    let err = policy.check(&decl, &parent_in("ns"), &plan(three)).unwrap_err();
+    let err = policy
+        .check(&decl, &parent_in("ns"), &plan(three))
+        .unwrap_err();
     assert_contains(&err.0, &["3 children", "at most 2"]);
 }
 
@@ -401,7 +428,9 @@ fn children_are_counted() {
 fn undeclared_kinds_are_refused_too() {
     let decl = declaration(vec![service_kind()]);
     let err = Policy::default()
-        .check(&decl, &parent_in("ns"),
+        .check(
+            &decl,
+            &parent_in("ns"),
             &plan(vec![object("apps/v1", "Deployment", "d")]),
         )
         .unwrap_err();
@@ -491,16 +520,27 @@ fn pod_templates_are_checked_against_the_pod_security_level() {
         ],
     );
     let lenient = policy("plugins:\n  memcached:\n    podSecurity: privileged\n");
-    assert_eq!(lenient.check(&decl, &parent_in("ns"), &plan(vec![privileged])), Ok(()));
+    assert_eq!(
+        lenient.check(&decl, &parent_in("ns"), &plan(vec![privileged])),
+        Ok(())
+    );
 
     // Baseline allows running as root; restricted does not.
     let plain = deployment_with(json!({"containers": [{"name": "c", "image": "x"}]}));
-    assert_eq!(Policy::default().check(&decl, &parent_in("ns"), &plan(vec![plain.clone()])), Ok(()));
+    assert_eq!(
+        Policy::default().check(&decl, &parent_in("ns"), &plan(vec![plain.clone()])),
+        Ok(())
+    );
     let strict = policy("defaults:\n  podSecurity: restricted\n");
-    let err = strict.check(&decl, &parent_in("ns"), &plan(vec![plain])).unwrap_err();
+    let err = strict
+        .check(&decl, &parent_in("ns"), &plan(vec![plain]))
+        .unwrap_err();
     assert_contains(&err.0, &["podSecurity is restricted"]);
     let hardened = deployment_with(restricted_pod_spec(json!({})));
-    assert_eq!(strict.check(&decl, &parent_in("ns"), &plan(vec![hardened])), Ok(()));
+    assert_eq!(
+        strict.check(&decl, &parent_in("ns"), &plan(vec![hardened])),
+        Ok(())
+    );
 }
 
 #[test]
@@ -515,7 +555,11 @@ fn every_workload_kind_has_its_pod_template_checked() {
         ("apps/v1", "DaemonSet", vec!["spec", "template"]),
         ("apps/v1", "ReplicaSet", vec!["spec", "template"]),
         ("batch/v1", "Job", vec!["spec", "template"]),
-        ("batch/v1", "CronJob", vec!["spec", "jobTemplate", "spec", "template"]),
+        (
+            "batch/v1",
+            "CronJob",
+            vec!["spec", "jobTemplate", "spec", "template"],
+        ),
     ] {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let decl = declaration(vec![kind_ref(group, version, kind)]);
@@ -532,7 +576,12 @@ fn every_workload_kind_has_its_pod_template_checked() {
 }
 
 fn kind_ref(group: &str, version: &str, kind_name: &str) -> KindRef {
-    kind(group, version, kind_name, &format!("{}s", kind_name.to_lowercase()))
+    kind(
+        group,
+        version,
+        kind_name,
+        &format!("{}s", kind_name.to_lowercase()),
+    )
 }
 
 #[test]
@@ -557,47 +606,96 @@ fn secret_references_must_come_from_the_parents_spec_or_the_plugin() {
             into.extend(extra);
         }
         let err = policy
-            .check(&decl, &parent_in("ns"), &plan(vec![deployment_with(spec.clone())]))
+            .check(
+                &decl,
+                &parent_in("ns"),
+                &plan(vec![deployment_with(spec.clone())]),
+            )
             .unwrap_err();
-        assert_contains(&err.0, &["references Secret \"foreign\"", "secretReferences is parentSpec"]);
+        assert_contains(
+            &err.0,
+            &[
+                "references Secret \"foreign\"",
+                "secretReferences is parentSpec",
+            ],
+        );
 
         // The same reference to the Secret the parent's spec names is allowed ...
-        let chosen = serde_json::to_string(&spec).unwrap().replace("foreign", "chosen-by-the-author");
+        let chosen = serde_json::to_string(&spec)
+            .unwrap()
+            .replace("foreign", "chosen-by-the-author");
         let chosen = deployment_with(serde_json::from_str(&chosen).unwrap());
-        assert_eq!(policy.check(&decl, &parent_in("ns"), &plan(vec![chosen.clone()])), Ok(()), "{text}");
+        assert_eq!(
+            policy.check(&decl, &parent_in("ns"), &plan(vec![chosen.clone()])),
+            Ok(()),
+            "{text}"
+        );
         // ... and refused when the policy allows none.
         let none = self::policy("defaults:\n  secretReferences: none\n");
-        assert!(none.check(&decl, &parent_in("ns"), &plan(vec![chosen])).is_err());
+        assert!(
+            none.check(&decl, &parent_in("ns"), &plan(vec![chosen]))
+                .is_err()
+        );
 
         // A Secret the plugin creates itself is allowed; `any` allows anything.
-        let own = serde_json::to_string(&spec).unwrap().replace("foreign", "own");
+        let own = serde_json::to_string(&spec)
+            .unwrap()
+            .replace("foreign", "own");
         let mut children = vec![deployment_with(serde_json::from_str(&own).unwrap())];
         children.push(object("v1", "Secret", "own"));
-        assert_eq!(policy.check(&decl, &parent_in("ns"), &plan(children)), Ok(()));
+        assert_eq!(
+            policy.check(&decl, &parent_in("ns"), &plan(children)),
+            Ok(())
+        );
         let any = self::policy("defaults:\n  secretReferences: any\n");
-        assert_eq!(any.check(&decl, &parent_in("ns"), &plan(vec![deployment_with(spec)])), Ok(()));
+        assert_eq!(
+            any.check(&decl, &parent_in("ns"), &plan(vec![deployment_with(spec)])),
+            Ok(())
+        );
     }
 }
 
 #[test]
 fn pods_run_as_the_default_service_account_or_their_own() {
     let decl = every_kind();
-    let runs_as = |name: &str| deployment_with(json!({"serviceAccountName": name, "containers": [{"name": "c", "image": "x"}]}));
+    let runs_as = |name: &str| {
+        deployment_with(
+            json!({"serviceAccountName": name, "containers": [{"name": "c", "image": "x"}]}),
+        )
+    };
     let err = Policy::default()
         .check(&decl, &parent_in("ns"), &plan(vec![runs_as("admin")]))
         .unwrap_err();
-    assert_contains(&err.0, &["spec.template.spec.serviceAccountName is \"admin\"", "defaultOrOwn"]);
-    assert_eq!(Policy::default().check(&decl, &parent_in("ns"), &plan(vec![runs_as("default")])), Ok(()));
+    assert_contains(
+        &err.0,
+        &[
+            "spec.template.spec.serviceAccountName is \"admin\"",
+            "defaultOrOwn",
+        ],
+    );
+    assert_eq!(
+        Policy::default().check(&decl, &parent_in("ns"), &plan(vec![runs_as("default")])),
+        Ok(())
+    );
     let mut own = object("v1", "ServiceAccount", "mine");
     own["automountServiceAccountToken"] = false.into();
     assert_eq!(
         Policy::default().check(&decl, &parent_in("ns"), &plan(vec![own, runs_as("mine")])),
         Ok(())
     );
-    let deprecated = deployment_with(json!({"serviceAccount": "admin", "containers": [{"name": "c", "image": "x"}]}));
-    assert!(Policy::default().check(&decl, &parent_in("ns"), &plan(vec![deprecated])).is_err());
+    let deprecated = deployment_with(
+        json!({"serviceAccount": "admin", "containers": [{"name": "c", "image": "x"}]}),
+    );
+    assert!(
+        Policy::default()
+            .check(&decl, &parent_in("ns"), &plan(vec![deprecated]))
+            .is_err()
+    );
     let any = policy("defaults:\n  serviceAccountReferences: any\n");
-    assert_eq!(any.check(&decl, &parent_in("ns"), &plan(vec![runs_as("admin")])), Ok(()));
+    assert_eq!(
+        any.check(&decl, &parent_in("ns"), &plan(vec![runs_as("admin")])),
+        Ok(())
+    );
 }
 
 #[test]
@@ -610,14 +708,29 @@ fn a_projected_service_account_token_counts_as_a_token() {
     let err = Policy::default()
         .check(&decl, &parent_in("ns"), &plan(vec![projected.clone()]))
         .unwrap_err();
-    assert_contains(&err.0, &["projected service-account token", "allowServiceAccountTokens is false"]);
+    assert_contains(
+        &err.0,
+        &[
+            "projected service-account token",
+            "allowServiceAccountTokens is false",
+        ],
+    );
     let tokens = policy("defaults:\n  allowServiceAccountTokens: true\n");
-    assert_eq!(tokens.check(&decl, &parent_in("ns"), &plan(vec![projected])), Ok(()));
+    assert_eq!(
+        tokens.check(&decl, &parent_in("ns"), &plan(vec![projected])),
+        Ok(())
+    );
 }
 
 #[test]
 fn parent_groups_of_kubernetes_and_the_host_are_never_allowed() {
-    for group in ["apps.k8s.io", "k8s.io", "storage.kubernetes.io", "cluster.x-k8s.io", "operator-host.dev"] {
+    for group in [
+        "apps.k8s.io",
+        "k8s.io",
+        "storage.kubernetes.io",
+        "cluster.x-k8s.io",
+        "operator-host.dev",
+    ] {
         let mut decl = declaration(vec![deployment_kind()]);
         decl.parent.group = group.into();
         let err = Policy::default().admit(&decl).unwrap_err();
@@ -629,26 +742,43 @@ fn parent_groups_of_kubernetes_and_the_host_are_never_allowed() {
         decl.parent.group = group.into();
         assert!(Policy::default().admit(&decl).is_ok(), "{group}");
     }
-    let listed = policy("plugins:\n  memcached:\n    parentGroups: [example.org, '*.example.com']\n");
+    let listed =
+        policy("plugins:\n  memcached:\n    parentGroups: [example.org, '*.example.com']\n");
     assert!(listed.admit(&declaration(vec![deployment_kind()])).is_ok());
     let mut elsewhere = declaration(vec![deployment_kind()]);
     elsewhere.parent.group = "other.org".into();
     let err = listed.admit(&elsewhere).unwrap_err();
-    assert_contains(&err.to_string(), &["parentGroups", "other.org", "example.org, *.example.com"]);
+    assert_contains(
+        &err.to_string(),
+        &["parentGroups", "other.org", "example.org, *.example.com"],
+    );
 }
 
 #[test]
 fn a_content_pin_refuses_other_content() {
     let decl = declaration(vec![deployment_kind()]);
-    let pinned = |hex: &str| policy(&format!("plugins:\n  memcached:\n    sha256: \"sha256:{hex}\"\n"));
+    let pinned = |hex: &str| {
+        policy(&format!(
+            "plugins:\n  memcached:\n    sha256: \"sha256:{hex}\"\n"
+        ))
+    };
     let other = "0".repeat(64);
     let err = pinned(&other).admit(&decl).unwrap_err();
-    assert_contains(&err.to_string(), &["plugins.memcached.sha256", &other, "abcdef0123456789"]);
+    assert_contains(
+        &err.to_string(),
+        &["plugins.memcached.sha256", &other, "abcdef0123456789"],
+    );
     let mut exact = decl.clone();
     exact.content_hash = "a".repeat(64);
     assert!(pinned(&"a".repeat(64)).admit(&exact).is_ok());
-    assert_contains(&invalid("plugins:\n  memcached:\n    sha256: abc\n"), &["plugins.memcached.sha256", "64 lower-case hex"]);
-    assert_contains(&invalid("defaults:\n  sha256: \"sha256:abc\"\n"), &["defaults.sha256"]);
+    assert_contains(
+        &invalid("plugins:\n  memcached:\n    sha256: abc\n"),
+        &["plugins.memcached.sha256", "64 lower-case hex"],
+    );
+    assert_contains(
+        &invalid("defaults:\n  sha256: \"sha256:abc\"\n"),
+        &["defaults.sha256"],
+    );
 }
 
 #[test]
@@ -667,8 +797,14 @@ fn the_write_budget_and_requeue_floor_resolve_field_by_field() {
     assert_eq!((rules.writes_per_second, rules.write_burst), (50, 7));
     assert_eq!(rules.min_requeue, Duration::from_secs(1));
     assert_eq!(rules.status_churn_limit, 3);
-    assert_contains(&invalid("defaults:\n  writeBudget: {perSecond: 0}\n"), &["defaults.writeBudget.perSecond"]);
-    assert_contains(&invalid("defaults:\n  podSecurity: strict\n"), &["podSecurity", "strict"]);
+    assert_contains(
+        &invalid("defaults:\n  writeBudget: {perSecond: 0}\n"),
+        &["defaults.writeBudget.perSecond"],
+    );
+    assert_contains(
+        &invalid("defaults:\n  podSecurity: strict\n"),
+        &["podSecurity", "strict"],
+    );
 }
 
 #[test]

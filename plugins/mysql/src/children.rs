@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, ExecAction, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PodSpec, PodTemplateSpec, Probe, SecretKeySelector, Service, ServiceAccount, ServicePort,
-    ServiceSpec, TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
+    EnvVarSource, ExecAction, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec,
+    PodTemplateSpec, Probe, SecretKeySelector, Service, ServiceAccount, ServicePort, ServiceSpec,
+    TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
