@@ -219,25 +219,15 @@ impl Registry {
             .iter()
             .filter(|(other, _)| other.as_path() != path && files.contains(other))
             .filter_map(|(_, e)| e.served.as_ref())
-            .find(|other| {
-                other.decl.parent == plugin.decl.parent || other.decl.name == plugin.decl.name
-            })
+            .find(|other| other.decl.parent == plugin.decl.parent)
         {
-            return Err(if other.decl.name == plugin.decl.name {
-                format!(
-                    "{} declares the name {:?}, which {} already serves",
-                    path.display(),
-                    plugin.decl.name,
-                    other.path.display()
-                )
-            } else {
-                format!(
-                    "{} reconciles {}, which {} already reconciles",
-                    path.display(),
-                    plugin.decl.parent,
-                    other.path.display()
-                )
-            });
+            // No name check is needed: names are file names, unique in the directory.
+            return Err(format!(
+                "{} reconciles {}, which {} already reconciles",
+                path.display(),
+                plugin.decl.parent,
+                other.path.display()
+            ));
         }
         Ok(Arc::new(plugin))
     }
