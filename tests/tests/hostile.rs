@@ -794,29 +794,47 @@ async fn random_error_messages_are_deterministic_and_do_not_churn_the_status() {
     corpus.finish().await;
 }
 
+/// A host of its own (no Memcached beside it) serving `component` as the file `file_name`
+/// under the policy `rules` (the body of a Policy document) in `namespaces`, holding the
+/// corpus's turn. Keep the returned directory alive as long as the host.
+async fn solo_host(
+    component: &[u8],
+    file_name: &str,
+    rules: &str,
+    namespaces: &[&str],
+) -> (
+    Host,
+    tempfile::TempDir,
+    tokio::sync::MutexGuard<'static, ()>,
+) {
+    let turn = ONE_AT_A_TIME.lock().await;
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::write(plugins.path().join(file_name), component).unwrap();
+    let policy = Policy::parse(
+        &format!("apiVersion: operator-host.dev/v1alpha1\nkind: Policy\n{rules}"),
+        std::path::Path::new("solo-policy.yaml"),
+    )
+    .unwrap();
+    let host = Host::start_dir_with_policy(plugins.path().to_path_buf(), namespaces, policy).await;
+    (host, plugins, turn)
+}
+
+fn hostile_component() -> Vec<u8> {
+    std::fs::read(plugin_path("test-plugins", "hostile")).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parent_in_a_forbidden_namespace_gets_no_finalizer_and_is_deleted() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let allowed = TestNamespace::new("hostile-finalizer-a").await.unwrap();
     let forbidden = TestNamespace::new("hostile-finalizer-b").await.unwrap();
-    let plugins = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        plugin_path("test-plugins", "hostile"),
-        plugins.path().join("hostile.wasm"),
-    )
-    .unwrap();
-    let policy = Policy::parse(
+    let (host, _plugins, _turn) = solo_host(
+        &hostile_component(),
+        "hostile.wasm",
         &format!(
-            "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\nplugins:\n  hostile:\n    namespaces: [{}]\n",
+            "plugins:\n  hostile:\n    namespaces: [{}]\n",
             allowed.name()
         ),
-        std::path::Path::new("finalizer-policy.yaml"),
-    )
-    .unwrap();
-    let host = Host::start_dir_with_policy(
-        plugins.path().to_path_buf(),
         &[allowed.name(), forbidden.name()],
-        policy,
     )
     .await;
     let attacks: Api<DynamicObject> =
@@ -860,22 +878,15 @@ async fn a_parent_in_a_forbidden_namespace_gets_no_finalizer_and_is_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_file_that_declares_another_name_is_not_served() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let ns = TestNamespace::new("hostile-impostor").await.unwrap();
-    let plugins = tempfile::tempdir().unwrap();
     // The hostile plugin dropped in as `memcached.wasm`, to get Memcached's policy entry.
-    std::fs::copy(
-        plugin_path("test-plugins", "hostile"),
-        plugins.path().join("memcached.wasm"),
+    let (host, _plugins, _turn) = solo_host(
+        &hostile_component(),
+        "memcached.wasm",
+        "plugins:\n  memcached:\n    podSecurity: privileged\n",
+        &[ns.name()],
     )
-    .unwrap();
-    let policy = Policy::parse(
-        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\nplugins:\n  memcached:\n    podSecurity: privileged\n",
-        std::path::Path::new("impostor-policy.yaml"),
-    )
-    .unwrap();
-    let host =
-        Host::start_dir_with_policy(plugins.path().to_path_buf(), &[ns.name()], policy).await;
+    .await;
     assert_eq!(host.reloads("rejected"), 1);
     assert_eq!(host.reloads("added"), 0, "the impostor is served");
     host.stop().await;
@@ -884,22 +895,14 @@ async fn a_plugin_file_that_declares_another_name_is_not_served() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_write_budget_paces_a_plugins_writes() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let ns = TestNamespace::new("hostile-write-budget").await.unwrap();
-    let plugins = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        plugin_path("test-plugins", "hostile"),
-        plugins.path().join("hostile.wasm"),
+    let (host, _plugins, _turn) = solo_host(
+        &hostile_component(),
+        "hostile.wasm",
+        "plugins:\n  hostile:\n    writeBudget: {perSecond: 2, burst: 2}\n",
+        &[ns.name()],
     )
-    .unwrap();
-    let policy = Policy::parse(
-        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\nplugins:\n  hostile:\n    \
-         writeBudget: {perSecond: 2, burst: 2}\n",
-        std::path::Path::new("budget-policy.yaml"),
-    )
-    .unwrap();
-    let host =
-        Host::start_dir_with_policy(plugins.path().to_path_buf(), &[ns.name()], policy).await;
+    .await;
     let attacks: Api<DynamicObject> =
         Api::namespaced_with(ns.client(), ns.name(), &attack_resource());
     let config_maps = ns.api::<ConfigMap>();
@@ -966,15 +969,17 @@ fn many_memories_resource() -> kube::api::ApiResource {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memories_under_the_limit_each_but_over_it_together_are_out_of_memory() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let ns = TestNamespace::new("hostile-many-memories").await.unwrap();
-    let plugins = tempfile::tempdir().unwrap();
     let fixture =
         operator_host_tests::devcluster::repo_root().join("host/tests/fixtures/many-memories.wat");
-    let component = wat::parse_file(&fixture).unwrap();
-    std::fs::write(plugins.path().join("many-memories.wasm"), component).unwrap();
     // The default limit of 64 MiB; the plugin grows two memories by 40 MiB each.
-    let host = Host::start_dir(plugins.path().to_path_buf(), &[ns.name()]).await;
+    let (host, _plugins, _turn) = solo_host(
+        &wat::parse_file(&fixture).unwrap(),
+        "many-memories.wasm",
+        "",
+        &[ns.name()],
+    )
+    .await;
     assert_eq!(
         host.reloads("added"),
         1,
