@@ -778,6 +778,8 @@ async fn random_error_messages_are_deterministic_and_do_not_churn_the_status() {
         "a different message every time?",
     )
     .await;
+    // The latency comparison switched the attack off and on: wait for this generation's failure.
+    corpus.wait_for_reason("PluginRetry").await;
     let first = corpus.attacks.get("attack").await.unwrap();
     // Retries at 1, 2, 4 s ... of backoff: several calls of the same request.
     tokio::time::sleep(Duration::from_secs(8)).await;
