@@ -304,7 +304,23 @@ impl Registry {
         }
     }
 
-    /// Records that `proposal` could not take effect; what served before keeps serving.
+    /// Records that `proposal` could not take effect for a reason that is not its content
+    /// (the API server, a CRD someone else owns, permissions): what served before keeps
+    /// serving, and the next scan proposes the same content again.
+    pub fn defer(&mut self, proposal: &Proposal, error: &dyn std::fmt::Display) {
+        if let Proposal::Add { plugin } | Proposal::Replace { new: plugin, .. } = proposal {
+            self.count_reload(&plugin.decl.name, "rejected");
+            tracing::warn!(
+                path = %plugin.path.display(),
+                sha256 = %plugin.decl.content_hash,
+                %error,
+                "plugin change could not take effect; it is retried with backoff"
+            );
+        }
+    }
+
+    /// Records that `proposal` could not take effect because of its content; what served
+    /// before keeps serving, and the same content is not tried again until the file changes.
     pub fn reject(&mut self, proposal: &Proposal, error: &dyn std::fmt::Display) {
         let (hash, serving) = match proposal {
             Proposal::Add { plugin } => (&plugin.decl.content_hash, None),

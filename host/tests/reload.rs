@@ -319,6 +319,27 @@ fn a_rejected_proposal_leaves_the_old_version_serving() {
 }
 
 #[test]
+fn a_deferred_proposal_is_proposed_again_and_a_rejected_one_is_not() {
+    let mut fixture = Fixture::new();
+    let path = fixture.path("memcached.wasm");
+    std::fs::write(&path, v1()).unwrap();
+    let proposals = fixture.registry.scan().unwrap();
+    // E.g. the API server was restarting while the CRD was installed.
+    fixture
+        .registry
+        .defer(&proposals[0], &"the API server is unavailable");
+    assert_eq!(fixture.served_hash("memcached.wasm"), None);
+    assert_eq!(fixture.reloads("rejected"), 1);
+    let again = fixture.registry.scan().unwrap();
+    assert!(
+        matches!(again.as_slice(), [Proposal::Add { .. }]),
+        "retried without a change of the file: {again:?}"
+    );
+    fixture.registry.reject(&again[0], &"the CRD is invalid");
+    assert!(fixture.registry.scan().unwrap().is_empty());
+}
+
+#[test]
 fn content_the_cache_has_not_seen_serves_a_baseline_build_then_the_optimized_one() {
     let cache = tempfile::tempdir().unwrap();
     let runtime = Runtime::new(RuntimeConfig {

@@ -170,7 +170,7 @@ async fn a_crd_the_host_did_not_install_is_left_alone_and_its_plugin_is_not_serv
     // Unannotated: refused, with what to do.
     let plugins = squatter_dir();
     let host = Host::start_dir(plugins.path().to_path_buf(), &[ns.name()]).await;
-    assert_eq!(host.reloads("rejected"), 1, "{}", host.metrics.encode());
+    assert!(host.reloads("rejected") >= 1, "{}", host.metrics.encode());
     assert_eq!(host.serving_tier("squatter"), None, "the plugin is served");
     assert!(host.is_running());
     let refused = install_crd(&client, &plugin).await.unwrap_err().to_string();
@@ -200,7 +200,7 @@ async fn a_crd_the_host_did_not_install_is_left_alone_and_its_plugin_is_not_serv
     annotate(&crds, SQUAT_CRD, Some("someone-else")).await;
     let before = snapshot(&crds, SQUAT_CRD).await;
     let host = Host::start_dir(plugins.path().to_path_buf(), &[ns.name()]).await;
-    assert_eq!(host.reloads("rejected"), 1, "{}", host.metrics.encode());
+    assert!(host.reloads("rejected") >= 1, "{}", host.metrics.encode());
     assert_eq!(host.serving_tier("squatter"), None, "the plugin is served");
     let refused = install_crd(&client, &plugin).await.unwrap_err().to_string();
     assert!(
@@ -386,5 +386,39 @@ async fn install_crd_creates_updates_and_refuses_by_the_annotation() {
     assert_eq!(snapshot(&crds, &name).await, before);
 
     delete_crd(&crds, &name).await;
+    ns.cleanup().await.unwrap();
+}
+
+/// A refusal that is about the cluster, not the plugin, is retried: annotating the CRD as the
+/// refusal says serves the plugin without a restart or a change of its file.
+#[tokio::test]
+async fn handing_the_crd_over_while_the_host_runs_serves_the_plugin() {
+    let _turn = SQUAT_CRD_TURN.lock().await;
+    let ns = TestNamespace::new("crd-handed-over").await.unwrap();
+    let client = ns.client();
+    let crds = crd_api(&client);
+    let plugin = squatter();
+    delete_crd(&crds, SQUAT_CRD).await;
+    crds.create(&PostParams::default(), &by_hand(&plugin))
+        .await
+        .unwrap();
+    wait_established(&crds, SQUAT_CRD).await;
+    let squats: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns.name(), &squat_resource());
+    create(&squats, &squat_resource(), "first", json!({"value": "a"})).await;
+
+    let plugins = squatter_dir();
+    let host = Host::start_dir(plugins.path().to_path_buf(), &[ns.name()]).await;
+    assert_eq!(host.serving_tier("squatter"), None, "the plugin is served");
+    annotate(&crds, SQUAT_CRD, Some("squatter")).await;
+    wait_for("the plugin to be served", TIMEOUT, || async {
+        Ok(host.serving_tier("squatter").map(|_| ()))
+    })
+    .await
+    .unwrap();
+    wait_for_child(&ns, "first").await;
+    host.stop().await;
+
+    delete_crd(&crds, SQUAT_CRD).await;
     ns.cleanup().await.unwrap();
 }

@@ -101,6 +101,20 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Whether the API server refused the CRD itself (422 Invalid): the plugin's content is
+    /// at fault, not the cluster. Everything else (the API server unreachable, permissions,
+    /// a CRD someone else owns, not Established in time) may change without a new plugin.
+    pub fn is_about_content(&self) -> bool {
+        matches!(
+            self,
+            Error::Create { source: kube::Error::Api(status), .. }
+                | Error::Update { source: kube::Error::Api(status), .. }
+                if status.code == 422
+        )
+    }
+}
+
 fn not_ours_message(plugin: &str, crd: &str, installed_for: Option<&str>) -> String {
     let (found, overwrite) = match installed_for {
         None => (

@@ -58,6 +58,55 @@ pub enum RunError {
     Metrics(#[from] crate::metrics::Error),
 }
 
+impl RunError {
+    /// Whether the failure is about the plugin's content (remembered by content hash until
+    /// the file changes) rather than about the cluster (retried with backoff).
+    fn is_about_content(&self) -> bool {
+        match self {
+            RunError::Crd(error) => error.is_about_content(),
+            RunError::Watch(_) | RunError::Metrics(_) => false,
+        }
+    }
+}
+
+/// The first retry of plugin changes that could not take effect; doubled up to
+/// [`LOAD_RETRY_MAX`].
+const LOAD_RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between retries of plugin changes that could not take effect.
+const LOAD_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// When to rescan the plugin directory because a change could not take effect for a
+/// reason outside the plugin (the API server, a CRD someone else owns, permissions).
+#[derive(Debug, Default)]
+struct LoadRetry {
+    delay: Option<Duration>,
+    at: Option<tokio::time::Instant>,
+}
+
+impl LoadRetry {
+    /// After a sync: schedule the next retry (backing off) if something was deferred,
+    /// forget the backoff otherwise.
+    fn after_sync(&mut self, deferred: bool) {
+        if !deferred {
+            *self = LoadRetry::default();
+            return;
+        }
+        let delay = self
+            .delay
+            .map_or(LOAD_RETRY_FIRST, |d| (d * 2).min(LOAD_RETRY_MAX));
+        self.delay = Some(delay);
+        self.at = Some(tokio::time::Instant::now() + delay);
+    }
+
+    /// Resolves when the retry is due; never when none is scheduled.
+    async fn due(&self) {
+        match self.at {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
 /// How `operator-host run` is configured.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -338,8 +387,9 @@ struct Supervisor {
 }
 
 impl Supervisor {
-    /// Scans the plugin directory and carries out what changed.
-    async fn sync(&mut self, registry: &Arc<Mutex<Registry>>) {
+    /// Scans the plugin directory and carries out what changed; returns whether a change
+    /// could not take effect for a reason outside the plugin, so that it is retried.
+    async fn sync(&mut self, registry: &Arc<Mutex<Registry>>) -> bool {
         // Reading, hashing and compiling is blocking work.
         let scanning = registry.clone();
         let scanned = tokio::task::spawn_blocking(move || lock(&scanning).scan()).await;
@@ -347,19 +397,25 @@ impl Supervisor {
             Ok(Ok(proposals)) => proposals,
             Ok(Err(error)) => {
                 tracing::error!(%error, "cannot rescan the plugin directory");
-                return;
+                return true;
             }
             Err(error) => {
                 tracing::error!(%error, "scanning the plugin directory did not complete");
-                return;
+                return true;
             }
         };
+        let mut deferred = false;
         for proposal in proposals {
             match self.carry_out(&proposal).await {
                 Ok(()) => lock(registry).commit(&proposal),
-                Err(error) => lock(registry).reject(&proposal, &error),
+                Err(error) if error.is_about_content() => lock(registry).reject(&proposal, &error),
+                Err(error) => {
+                    deferred = true;
+                    lock(registry).defer(&proposal, &error);
+                }
             }
         }
+        deferred
     }
 
     async fn carry_out(&mut self, proposal: &Proposal) -> Result<(), RunError> {
@@ -454,7 +510,8 @@ pub async fn run_with_metrics(
         metrics: metrics.clone(),
         controllers: HashMap::new(),
     };
-    supervisor.sync(&registry).await;
+    let mut retry = LoadRetry::default();
+    retry.after_sync(supervisor.sync(&registry).await);
     if supervisor.controllers.is_empty() {
         tracing::warn!(dir = %dir.display(), "no plugin is being served yet; watching the directory for plugins");
     }
@@ -463,7 +520,8 @@ pub async fn run_with_metrics(
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            Some(()) = dir_changed.recv() => supervisor.sync(&registry).await,
+            Some(()) = dir_changed.recv() => retry.after_sync(supervisor.sync(&registry).await),
+            () = retry.due() => retry.after_sync(supervisor.sync(&registry).await),
             Some(tier_up) = tiered_up.recv() => {
                 if let Some(optimized) = lock(&registry).finish_tier_up(tier_up) {
                     supervisor.tier_up(optimized);
@@ -496,5 +554,27 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn plugin_changes_that_could_not_take_effect_are_retried_with_backoff() {
+        let mut retry = LoadRetry::default();
+        assert_eq!(retry.at, None, "nothing to retry: never due");
+        let delays: Vec<Duration> = (0..8)
+            .map(|_| {
+                retry.after_sync(true);
+                retry.delay.unwrap()
+            })
+            .collect();
+        let seconds: Vec<u64> = delays.iter().map(Duration::as_secs).collect();
+        assert_eq!(seconds, [1, 2, 4, 8, 16, 32, 60, 60]);
+        assert!(retry.at.is_some());
+        retry.after_sync(false);
+        assert_eq!((retry.delay, retry.at), (None, None));
     }
 }
