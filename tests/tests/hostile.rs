@@ -1012,3 +1012,71 @@ async fn memories_under_the_limit_each_but_over_it_together_are_out_of_memory() 
     host.stop().await;
     ns.cleanup_and_wait(TIMEOUT).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_kind_that_cannot_be_listed_is_reported_and_holds_up_nothing_else() {
+    let ns = TestNamespace::new("hostile-ghost-kind").await.unwrap();
+    // The hand-written plugin, its child kind renamed (same lengths) to one the API server
+    // does not serve: its list fails with 404 for as long as the host runs.
+    let fixture =
+        operator_host_tests::devcluster::repo_root().join("host/tests/fixtures/many-memories.wat");
+    let text = std::fs::read_to_string(&fixture)
+        .unwrap()
+        .replace("\"ConfigMap\"", "\"GhostKind\"")
+        .replace("\"configmaps\"", "\"ghostkinds\"");
+    let (host, plugins, _turn) = solo_host(
+        &wat::parse_str(&text).unwrap(),
+        "many-memories.wasm",
+        "",
+        &[ns.name()],
+    )
+    .await;
+    std::fs::copy(
+        plugin_path("plugins", "memcached"),
+        plugins.path().join("memcached.wasm"),
+    )
+    .unwrap();
+    let parents: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &many_memories_resource());
+    create(&parents, &many_memories_resource(), "ghost", json!({})).await;
+    let condition = wait_for("ChildKindUnavailable", TIMEOUT, || async {
+        let condition = reconciled_condition(&parents.get("ghost").await?);
+        Ok((condition["reason"] == "ChildKindUnavailable").then_some(condition))
+    })
+    .await
+    .unwrap();
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("v1/GhostKind") && message.contains("404"),
+        "{condition}"
+    );
+    // Another plugin of the same host is not affected.
+    wait_for("Memcached to be served", TIMEOUT, || async {
+        Ok(host.serving_tier("memcached").map(|_| ()))
+    })
+    .await
+    .unwrap();
+    let memcacheds = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    create(
+        &memcacheds,
+        &memcached_resource(),
+        "cache",
+        json!({"size": 0}),
+    )
+    .await;
+    wait_for("the Memcached Deployment", TIMEOUT, || async {
+        Ok(ns.api::<Deployment>().get_opt("cache").await?)
+    })
+    .await
+    .unwrap();
+    assert!(host.reconciles("ChildKindUnavailable") > 0);
+    // Nothing waits forever: the host stops promptly.
+    let stopping = Instant::now();
+    host.stop().await;
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "stopping took {:?}",
+        stopping.elapsed()
+    );
+    ns.cleanup_and_wait(TIMEOUT).await.unwrap();
+}

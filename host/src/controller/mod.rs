@@ -129,13 +129,22 @@ pub struct ControllerConfig {
     pub concurrency: u16,
 }
 
+/// The cache of one child kind: what a reconcile presents to the plugin as observed.
+pub struct ChildCache {
+    pub kind: KindRef,
+    pub store: reflector::Store<DynamicObject>,
+    /// The watch's last error while it has not (re)synced, e.g. a 403 for a missing
+    /// permission or a 404 for a kind the API server does not serve.
+    pub last_error: Arc<Mutex<Option<String>>>,
+}
+
 /// Everything a reconcile of one plugin in one namespace (or all) needs; shared by its
 /// controller's tasks.
 pub struct PluginContext {
     /// The live version; a reload swaps it, and each reconcile uses the one it started with.
     pub plugin: Arc<ArcSwap<Plugin>>,
     pub client: Client,
-    pub child_stores: Vec<(KindRef, reflector::Store<DynamicObject>)>,
+    pub child_caches: Vec<ChildCache>,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     pub resync: Duration,
@@ -237,7 +246,7 @@ impl PluginController {
                 let _ = stopped.wait_for(|stop| *stop).await;
             };
             let plugin = current.load_full();
-            let (controller, child_stores) = build_controller(
+            let (controller, child_caches) = build_controller(
                 client,
                 &plugin,
                 &policy.allowed_children(&plugin.decl),
@@ -247,7 +256,7 @@ impl PluginController {
             let context = Arc::new(PluginContext {
                 plugin: current.clone(),
                 client: client.clone(),
-                child_stores,
+                child_caches,
                 recorder: Recorder::new(
                     client.clone(),
                     Reporter {
@@ -321,10 +330,7 @@ fn build_controller(
     children: &[KindRef],
     namespace: Option<&str>,
     concurrency: u16,
-) -> (
-    Controller<DynamicObject>,
-    Vec<(KindRef, reflector::Store<DynamicObject>)>,
-) {
+) -> (Controller<DynamicObject>, Vec<ChildCache>) {
     let decl = &plugin.decl;
     let parent_writer = Writer::new(decl.parent.api_resource());
     let parents = parent_writer.as_reader();
@@ -343,10 +349,12 @@ fn build_controller(
         Controller::for_stream_with(parent_changes, parents, decl.parent.api_resource())
             .with_config(controller::Config::default().concurrency(concurrency));
     let selector = managed_children_selector(&decl.name);
-    let mut child_stores = Vec::new();
+    let mut child_caches = Vec::new();
     for kind in children {
         let writer = Writer::new(kind.api_resource());
         let store = writer.as_reader();
+        let last_error = Arc::new(Mutex::new(None));
+        let recorded = last_error.clone();
         let stream = reflector::reflector(
             writer,
             watcher(
@@ -355,11 +363,19 @@ fn build_controller(
             ),
         )
         .default_backoff()
+        .inspect(move |event| {
+            let mut slot = recorded.lock().unwrap_or_else(|e| e.into_inner());
+            *slot = event.as_ref().err().map(ToString::to_string);
+        })
         .touched_objects();
         controller = controller.owns_stream_with(stream, kind.api_resource());
-        child_stores.push((kind.clone(), store));
+        child_caches.push(ChildCache {
+            kind: kind.clone(),
+            store,
+            last_error,
+        });
     }
-    (controller, child_stores)
+    (controller, child_caches)
 }
 
 /// A hash of what a parent's reconcile follows from, other than its status: generation

@@ -18,7 +18,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use super::{FIELD_MANAGER, PluginContext, api_for};
+use super::{ChildCache, FIELD_MANAGER, PluginContext, api_for};
 use crate::metrics::{KindLabels, PluginLabels, ResultLabels, WriteLabels};
 use crate::plan::{self, Plan, PlanError};
 use crate::plugin::Plugin;
@@ -67,6 +67,12 @@ pub enum Error {
          its inputs (statusChurnLimit is {changes} for plugin {plugin})"
     )]
     StatusNotConverging { plugin: String, changes: u32 },
+    #[error(
+        "the child kind {kind} cannot be listed or watched: {problem}; the host retries, and \
+         the plugin's parents are reconciled once it can (check the host's RBAC, see \
+         `operator-host rbac`, and that the API server serves the kind)"
+    )]
+    ChildKindUnavailable { kind: String, problem: String },
 }
 
 impl Error {
@@ -81,6 +87,7 @@ impl Error {
             Error::Finalizer(_) => "FinalizerFailed",
             Error::PluginTask(_) => "PluginUnavailable",
             Error::StatusNotConverging { .. } => "StatusNotConverging",
+            Error::ChildKindUnavailable { .. } => "ChildKindUnavailable",
         }
     }
 
@@ -308,16 +315,40 @@ async fn finalize_parent(
     }
 }
 
-/// Waits until `store` has synced. A waiter that starts before the store is ready can miss
-/// the wake-up when several reconciles wait at once (seen with kube-runtime 5), so each wait
-/// is bounded and retried with a fresh future.
-async fn wait_for_cache(
-    store: &kube::runtime::reflector::Store<DynamicObject>,
-) -> Result<(), kube::runtime::reflector::store::WriterDropped> {
+/// How long a reconcile waits for a child kind's cache to sync before it reports the kind
+/// unavailable (a missing permission, a kind the API server does not serve): long enough for
+/// a first list at start, short enough that a reconcile, and so a shutdown, never hangs.
+const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Waits until `cache` has synced, at most [`CACHE_SYNC_TIMEOUT`]. A waiter that starts
+/// before the store is ready can miss the wake-up when several reconciles wait at once (seen
+/// with kube-runtime 5), so each wait is bounded and retried with a fresh future.
+async fn wait_for_cache(cache: &ChildCache) -> Result<(), Error> {
+    let started = Instant::now();
     loop {
-        match tokio::time::timeout(Duration::from_millis(100), store.wait_until_ready()).await {
-            Ok(result) => return result,
-            Err(_) => continue,
+        match tokio::time::timeout(Duration::from_millis(100), cache.store.wait_until_ready()).await
+        {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(stopped)) => {
+                return Err(Error::PluginTask(format!(
+                    "the {} cache stopped: {stopped}",
+                    cache.kind
+                )));
+            }
+            Err(_) if started.elapsed() < CACHE_SYNC_TIMEOUT => continue,
+            Err(_) => {
+                let last_error = cache
+                    .last_error
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                return Err(Error::ChildKindUnavailable {
+                    kind: cache.kind.to_string(),
+                    problem: last_error.unwrap_or_else(|| {
+                        format!("it did not sync within {CACHE_SYNC_TIMEOUT:?}")
+                    }),
+                });
+            }
         }
     }
 }
@@ -329,16 +360,14 @@ async fn observed_children(
     parent: &DynamicObject,
     ctx: &PluginContext,
 ) -> Result<Vec<Value>, Error> {
-    for (kind, store) in &ctx.child_stores {
-        wait_for_cache(store)
-            .await
-            .map_err(|e| Error::PluginTask(format!("the {kind} cache stopped: {e}")))?;
+    for cache in &ctx.child_caches {
+        wait_for_cache(cache).await?;
     }
     let Some(uid) = parent.uid() else {
         return Ok(Vec::new());
     };
     let mut observed = Vec::new();
-    for (kind, store) in &ctx.child_stores {
+    for ChildCache { kind, store, .. } in &ctx.child_caches {
         let owned = store.state_filter(|child| {
             child
                 .owner_references()
