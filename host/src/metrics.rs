@@ -89,6 +89,9 @@ pub struct Metrics {
     /// Changes of the plugin directory by plugin and result.
     pub reloads: Family<ReloadLabels, Counter>,
     ready: AtomicBool,
+    /// Why the host cannot serve what it should, by what is affected: `/readyz` is not ready
+    /// while any is listed.
+    unavailable: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -168,6 +171,7 @@ impl Metrics {
             plugin_info,
             reloads,
             ready: AtomicBool::new(false),
+            unavailable: Default::default(),
         }
     }
 
@@ -180,6 +184,43 @@ impl Metrics {
     /// Marks the host ready (every controller started and its caches synced).
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    /// Records that `what` (e.g. a plugin's child kind) cannot be served, and why; `None`
+    /// clears it.
+    pub fn set_unavailable(&self, what: &str, problem: Option<String>) {
+        let mut unavailable = self.unavailable.lock().unwrap_or_else(|e| e.into_inner());
+        match problem {
+            Some(problem) => {
+                unavailable.insert(what.to_string(), problem);
+            }
+            None => {
+                unavailable.remove(what);
+            }
+        }
+    }
+
+    /// Clears everything recorded unavailable under `prefix` (a plugin that stopped).
+    pub fn clear_unavailable(&self, prefix: &str) {
+        let mut unavailable = self.unavailable.lock().unwrap_or_else(|e| e.into_inner());
+        unavailable.retain(|what, _| !what.starts_with(prefix));
+    }
+
+    /// The body and status of `/readyz`: ready once started, unless something the host
+    /// should serve cannot be served (each listed with its reason).
+    pub fn readiness(&self) -> (bool, String) {
+        if !self.is_ready() {
+            return (false, "starting".into());
+        }
+        let unavailable = self.unavailable.lock().unwrap_or_else(|e| e.into_inner());
+        if unavailable.is_empty() {
+            return (true, "ready".into());
+        }
+        let lines: Vec<String> = unavailable
+            .iter()
+            .map(|(what, problem)| format!("{what}: {problem}"))
+            .collect();
+        (false, format!("not ready:\n{}\n", lines.join("\n")))
     }
 
     /// The OpenMetrics text of every metric.
@@ -222,9 +263,33 @@ async fn metrics(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
 }
 
 async fn readyz(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
-    if metrics.is_ready() {
-        (StatusCode::OK, "ready")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "starting")
+    match metrics.readiness() {
+        (true, body) => (StatusCode::OK, body),
+        (false, body) => (StatusCode::SERVICE_UNAVAILABLE, body),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_lists_what_cannot_be_served() {
+        let metrics = Metrics::new();
+        assert_eq!(metrics.readiness(), (false, "starting".into()));
+        metrics.set_ready(true);
+        assert_eq!(metrics.readiness(), (true, "ready".into()));
+        metrics.set_unavailable("plugin a: child kind v1/X", Some("404".into()));
+        metrics.set_unavailable("plugin b", Some("CRD not ours".into()));
+        let (ready, body) = metrics.readiness();
+        assert!(!ready);
+        assert!(
+            body.contains("plugin a: child kind v1/X: 404")
+                && body.contains("plugin b: CRD not ours"),
+            "{body}"
+        );
+        metrics.set_unavailable("plugin b", None);
+        metrics.clear_unavailable("plugin a:");
+        assert_eq!(metrics.readiness(), (true, "ready".into()));
     }
 }

@@ -410,12 +410,20 @@ async fn handing_the_crd_over_while_the_host_runs_serves_the_plugin() {
     let plugins = squatter_dir();
     let host = Host::start_dir(plugins.path().to_path_buf(), &[ns.name()]).await;
     assert_eq!(host.serving_tier("squatter"), None, "the plugin is served");
+    // Not ready, and /readyz says why.
+    let (ready, body) = host.metrics.readiness();
+    assert!(!ready, "{body}");
+    assert!(
+        body.contains("squatter.wasm") && body.contains("was not installed by operator-host"),
+        "{body}"
+    );
     annotate(&crds, SQUAT_CRD, Some("squatter")).await;
     wait_for("the plugin to be served", TIMEOUT, || async {
         Ok(host.serving_tier("squatter").map(|_| ()))
     })
     .await
     .unwrap();
+    assert_eq!(host.metrics.readiness(), (true, "ready".to_string()));
     wait_for_child(&ns, "first").await;
     host.stop().await;
 

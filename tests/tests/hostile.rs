@@ -1050,6 +1050,8 @@ async fn a_child_kind_that_cannot_be_listed_is_reported_and_holds_up_nothing_els
         message.contains("v1/GhostKind") && message.contains("404"),
         "{condition}"
     );
+    let (ready, body) = host.metrics.readiness();
+    assert!(!ready && body.contains("child kind v1/GhostKind"), "{body}");
     // Another plugin of the same host is not affected.
     wait_for("Memcached to be served", TIMEOUT, || async {
         Ok(host.serving_tier("memcached").map(|_| ()))

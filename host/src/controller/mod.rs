@@ -167,6 +167,14 @@ fn write_budget(rules: &Effective) -> governor::DefaultDirectRateLimiter {
     governor::RateLimiter::direct(governor::Quota::per_second(per_second).allow_burst(burst))
 }
 
+/// How `/readyz` names what of `plugin` cannot be served.
+fn unavailable_prefix(plugin: &str) -> String {
+    format!("plugin {plugin}: ")
+}
+
+/// How `/readyz` names a plugin file whose change could not take effect (then its path).
+const UNAVAILABLE_FILE: &str = "plugin file ";
+
 /// Label selector of the children this host manages for `plugin`.
 pub fn managed_children_selector(plugin: &str) -> String {
     format!("{MANAGED_BY_LABEL}={MANAGED_BY},{PLUGIN_LABEL}={plugin}")
@@ -184,6 +192,7 @@ fn api_for(client: &Client, kind: &KindRef, namespace: Option<&str>) -> Api<Dyna
 /// whichever version of the plugin is current.
 pub struct PluginController {
     current: Arc<ArcSwap<Plugin>>,
+    metrics: Arc<Metrics>,
     stop: tokio::sync::watch::Sender<bool>,
     reconcile_all: Vec<futures::channel::mpsc::UnboundedSender<()>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -252,6 +261,7 @@ impl PluginController {
                 &policy.allowed_children(&plugin.decl),
                 namespace.as_deref(),
                 config.concurrency,
+                metrics,
             );
             let context = Arc::new(PluginContext {
                 plugin: current.clone(),
@@ -290,6 +300,7 @@ impl PluginController {
         }
         PluginController {
             current,
+            metrics: metrics.clone(),
             stop,
             reconcile_all,
             tasks,
@@ -319,6 +330,8 @@ impl PluginController {
         for task in self.tasks {
             let _ = task.await;
         }
+        let name = &self.current.load().decl.name;
+        self.metrics.clear_unavailable(&unavailable_prefix(name));
     }
 }
 
@@ -330,6 +343,7 @@ fn build_controller(
     children: &[KindRef],
     namespace: Option<&str>,
     concurrency: u16,
+    metrics: &Arc<Metrics>,
 ) -> (Controller<DynamicObject>, Vec<ChildCache>) {
     let decl = &plugin.decl;
     let parent_writer = Writer::new(decl.parent.api_resource());
@@ -355,6 +369,12 @@ fn build_controller(
         let store = writer.as_reader();
         let last_error = Arc::new(Mutex::new(None));
         let recorded = last_error.clone();
+        let metrics = metrics.clone();
+        let what = format!(
+            "{}child kind {kind} in {}",
+            unavailable_prefix(&decl.name),
+            namespace.unwrap_or("all namespaces")
+        );
         let stream = reflector::reflector(
             writer,
             watcher(
@@ -364,8 +384,9 @@ fn build_controller(
         )
         .default_backoff()
         .inspect(move |event| {
-            let mut slot = recorded.lock().unwrap_or_else(|e| e.into_inner());
-            *slot = event.as_ref().err().map(ToString::to_string);
+            let problem = event.as_ref().err().map(ToString::to_string);
+            metrics.set_unavailable(&what, problem.clone());
+            *recorded.lock().unwrap_or_else(|e| e.into_inner()) = problem;
         })
         .touched_objects();
         controller = controller.owns_stream_with(stream, kind.api_resource());
@@ -420,6 +441,9 @@ impl Supervisor {
                 return true;
             }
         };
+        // A deferred change is proposed again by every scan, so what is still unavailable
+        // is listed again below; a file removed meanwhile is not.
+        self.metrics.clear_unavailable(UNAVAILABLE_FILE);
         let mut deferred = false;
         for proposal in proposals {
             match self.carry_out(&proposal).await {
@@ -427,6 +451,8 @@ impl Supervisor {
                 Err(error) if error.is_about_content() => lock(registry).reject(&proposal, &error),
                 Err(error) => {
                     deferred = true;
+                    let what = format!("{UNAVAILABLE_FILE}{}", proposal.path().display());
+                    self.metrics.set_unavailable(&what, Some(error.to_string()));
                     lock(registry).defer(&proposal, &error);
                 }
             }
