@@ -107,6 +107,10 @@ impl LoadRetry {
     }
 }
 
+/// How long a shutdown waits for reconciles in flight: a Kubernetes pod gets 30 s after
+/// SIGTERM by default, and the host promises to exit within 10 s whatever it is doing.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(8);
+
 /// How `operator-host run` is configured.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -552,28 +556,56 @@ pub async fn run_with_metrics(
         metrics: metrics.clone(),
         controllers: HashMap::new(),
     };
-    let mut retry = LoadRetry::default();
-    retry.after_sync(supervisor.sync(&registry).await);
-    if supervisor.controllers.is_empty() {
-        tracing::warn!(dir = %dir.display(), "no plugin is being served yet; watching the directory for plugins");
-    }
-    metrics.set_ready(true);
     tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => break,
-            Some(()) = dir_changed.recv() => retry.after_sync(supervisor.sync(&registry).await),
-            () = retry.due() => retry.after_sync(supervisor.sync(&registry).await),
-            Some(tier_up) = tiered_up.recv() => {
-                if let Some(optimized) = lock(&registry).finish_tier_up(tier_up) {
-                    supervisor.tier_up(optimized);
+    let mut retry = LoadRetry::default();
+    // A sync can wait on the API server (a CRD install, a controller that stops): shutdown
+    // interrupts it rather than waiting behind it.
+    let started = tokio::select! {
+        deferred = supervisor.sync(&registry) => {
+            retry.after_sync(deferred);
+            true
+        }
+        () = &mut shutdown => false,
+    };
+    if started {
+        if supervisor.controllers.is_empty() {
+            tracing::warn!(dir = %dir.display(), "no plugin is being served yet; watching the directory for plugins");
+        }
+        metrics.set_ready(true);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                Some(()) = dir_changed.recv() => {
+                    tokio::select! {
+                        deferred = supervisor.sync(&registry) => retry.after_sync(deferred),
+                        () = &mut shutdown => break,
+                    }
+                }
+                () = retry.due() => {
+                    tokio::select! {
+                        deferred = supervisor.sync(&registry) => retry.after_sync(deferred),
+                        () = &mut shutdown => break,
+                    }
+                }
+                Some(tier_up) = tiered_up.recv() => {
+                    if let Some(optimized) = lock(&registry).finish_tier_up(tier_up) {
+                        supervisor.tier_up(optimized);
+                    }
                 }
             }
         }
     }
     tracing::info!("shutting down: no new reconciles; waiting for those in flight");
     metrics.set_ready(false);
-    supervisor.stop_all().await;
+    if tokio::time::timeout(SHUTDOWN_GRACE, supervisor.stop_all())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            grace = ?SHUTDOWN_GRACE,
+            "reconciles still in flight after the shutdown grace period are abandoned"
+        );
+    }
     Ok(())
 }
 
