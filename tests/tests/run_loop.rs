@@ -448,3 +448,40 @@ async fn only_the_namespaces_given_are_reconciled() {
         ns.cleanup().await.unwrap();
     }
 }
+
+/// Backoff is per parent, not per name: a parent deleted after many failures and created
+/// again under the same name starts at the first step (1 s) again.
+#[tokio::test]
+async fn a_parent_recreated_under_the_same_name_does_not_inherit_the_old_ones_backoff() {
+    let ns = TestNamespace::new("fresh-backoff").await.unwrap();
+    let host = Host::start(plugin_path("test-plugins", "hostile"), ns.name()).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(ns.client(), ns.name(), &attack_resource());
+    let failing = json!({"attack": "panic"});
+    create(&api, &attack_resource(), "a", failing.clone()).await;
+    // Failures at 0, 1, 3, 7 and 15 s: the next retry would come 16 s later.
+    wait_for("five failures", TIMEOUT, || async {
+        Ok((host.reconciles("PluginTrap") >= 5).then_some(()))
+    })
+    .await
+    .unwrap();
+    api.delete("a", &DeleteParams::background()).await.unwrap();
+    wait_for("the first Attack to be gone", TIMEOUT, || async {
+        Ok(api.get_opt("a").await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+    let before = host.reconciles("PluginTrap");
+    create(&api, &attack_resource(), "a", failing).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Fresh: failures at 0, 1 and 3 s; inherited, the first retry would be 16 s or more away.
+    let failures = host.reconciles("PluginTrap") - before;
+    assert!(failures >= 3, "{failures} failures in 6 s");
+    api.delete("a", &DeleteParams::background()).await.unwrap();
+    wait_for("the second Attack to be gone", TIMEOUT, || async {
+        Ok(api.get_opt("a").await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}

@@ -156,7 +156,7 @@ pub struct PluginContext {
     /// the CPU).
     pub call_slots: Arc<Semaphore>,
     /// What the host remembers per parent: backoff, status churn.
-    pub parents: reconcile::ParentStates,
+    pub parents: Arc<reconcile::ParentStates>,
     /// Checked on every plan before anything is written.
     pub policy: Arc<Policy>,
     /// The plugin's write budget (`writeBudget`), shared by all its parents in every
@@ -259,6 +259,7 @@ impl PluginController {
                 let _ = stopped.wait_for(|stop| *stop).await;
             };
             let plugin = current.load_full();
+            let parents = Arc::new(reconcile::ParentStates::default());
             let (controller, child_caches) = build_controller(
                 client,
                 &plugin,
@@ -266,6 +267,7 @@ impl PluginController {
                 namespace.as_deref(),
                 config.concurrency,
                 metrics,
+                &parents,
             );
             let context = Arc::new(PluginContext {
                 plugin: current.clone(),
@@ -281,7 +283,7 @@ impl PluginController {
                 metrics: metrics.clone(),
                 resync: config.resync,
                 call_slots: call_slots.clone(),
-                parents: Default::default(),
+                parents,
                 policy: policy.clone(),
                 write_budget: write_budget.clone(),
             });
@@ -348,6 +350,7 @@ fn build_controller(
     namespace: Option<&str>,
     concurrency: u16,
     metrics: &Arc<Metrics>,
+    parent_states: &Arc<reconcile::ParentStates>,
 ) -> (Controller<DynamicObject>, Vec<ChildCache>) {
     let decl = &plugin.decl;
     let parent_writer = Writer::new(decl.parent.api_resource());
@@ -361,6 +364,11 @@ fn build_controller(
     )
     .default_backoff()
     .reflect(parent_writer)
+    .inspect({
+        let states = parent_states.clone();
+        let parents = parents.clone();
+        move |event| reconcile::forget_gone_parents(&states, &parents, event)
+    })
     .touched_objects()
     .predicate_filter(desired_state, PredicateConfig::default());
     let mut controller =

@@ -120,6 +120,28 @@ pub struct ParentState {
 /// Per-parent state of a controller.
 pub type ParentStates = std::sync::Mutex<HashMap<String, ParentState>>;
 
+/// Drops the state of parents that are gone, as the parent watch reports them: a deleted
+/// parent at once, and after a relist (which a missed delete event leaves to) every parent the
+/// cache no longer holds. A parent recreated under the same name has another UID anyway.
+pub fn forget_gone_parents(
+    states: &ParentStates,
+    parents: &kube::runtime::reflector::Store<DynamicObject>,
+    event: &Result<kube::runtime::watcher::Event<DynamicObject>, kube::runtime::watcher::Error>,
+) {
+    use kube::runtime::watcher::Event;
+    match event {
+        Ok(Event::Delete(parent)) => {
+            lock(states).remove(&state_key(parent));
+        }
+        Ok(Event::InitDone) => {
+            let live: std::collections::HashSet<String> =
+                parents.state().iter().map(|p| state_key(p)).collect();
+            lock(states).retain(|key, _| live.contains(key));
+        }
+        _ => {}
+    }
+}
+
 fn now_rfc3339() -> String {
     let now = k8s_openapi::jiff::Timestamp::now();
     now.round(k8s_openapi::jiff::Unit::Second)
@@ -781,6 +803,51 @@ async fn json_patch_parent(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn memcached_resource() -> kube::core::ApiResource {
+        kube::core::ApiResource {
+            group: "cache.example.com".into(),
+            version: "v1alpha1".into(),
+            api_version: "cache.example.com/v1alpha1".into(),
+            kind: "Memcached".into(),
+            plural: "memcacheds".into(),
+        }
+    }
+
+    fn parent(name: &str, uid: &str) -> DynamicObject {
+        let mut object = DynamicObject::new(name, &memcached_resource()).within("ns");
+        object.metadata.uid = Some(uid.into());
+        object
+    }
+
+    #[test]
+    fn the_state_of_deleted_parents_is_forgotten() {
+        use kube::runtime::reflector::store::Writer;
+        use kube::runtime::watcher::Event;
+        let mut writer: Writer<DynamicObject> = Writer::new(memcached_resource());
+        let store = writer.as_reader();
+        let states = ParentStates::default();
+        for uid in ["1", "2", "3"] {
+            lock(&states).insert(uid.to_string(), ParentState::default());
+        }
+        // A delete event forgets that parent at once.
+        let deleted = Event::Delete(parent("a", "1"));
+        writer.apply_watcher_event(&deleted);
+        forget_gone_parents(&states, &store, &Ok(deleted));
+        assert!(!lock(&states).contains_key("1"));
+        // A relist that no longer holds a parent (its delete was missed) forgets it too.
+        for event in [
+            Event::Init,
+            Event::InitApply(parent("b", "2")),
+            Event::InitDone,
+        ] {
+            writer.apply_watcher_event(&event);
+            forget_gone_parents(&states, &store, &Ok(event));
+        }
+        let mut left: Vec<String> = lock(&states).keys().cloned().collect();
+        left.sort();
+        assert_eq!(left, ["2"]);
+    }
 
     #[test]
     fn backoff_doubles_from_one_second_to_five_minutes() {
