@@ -117,20 +117,13 @@ pub fn plan(
     observed: &[Value],
     now: &str,
 ) -> Result<Plan, PlanError> {
-    let request = ReconcileRequest {
-        parent: without_managed_fields(parent).to_string(),
-        observed: observed
-            .iter()
-            .map(|o| without_managed_fields(o).to_string())
-            .collect(),
-    };
+    let (request, seed) = request("reconcile", parent, observed);
     let context = format!(
         "{}:{}/{}",
         plugin.decl.name,
         parent["metadata"]["namespace"].as_str().unwrap_or(""),
         parent["metadata"]["name"].as_str().unwrap_or("")
     );
-    let seed = call_seed("reconcile", parent, observed);
     let response = match plugin
         .compiled
         .reconcile_seeded(&request, &seed, &context)?
@@ -142,29 +135,36 @@ pub fn plan(
     plan_from_response(&plugin.decl, parent, observed, response, now)
 }
 
-/// The seed of a call's randomness (see [`crate::runtime::random_seed`]): the parent and its
-/// observed children without what changes on every write of the host's own, the parent's
-/// `status` and everyone's `resourceVersion`. So a plugin that draws "random" numbers
-/// answers the same again after the host wrote what it answered: a random message or
-/// status is stable, not a new write on every reconcile.
-pub fn call_seed(function: &str, parent: &Value, observed: &[Value]) -> [u8; 32] {
-    let meaningful = |object: &Value, drop_status: bool| {
-        let mut object = object.clone();
-        if let Some(fields) = object.as_object_mut()
-            && drop_status
-        {
-            fields.remove("status");
-        }
-        if let Some(metadata) = object["metadata"].as_object_mut() {
-            metadata.remove("resourceVersion");
-            metadata.remove("managedFields");
-        }
-        object.to_string()
+/// The request of a `function` (`reconcile` or `finalize`) call for `parent` and its
+/// `observed` children, and the seed of the call's randomness (see
+/// [`crate::runtime::random_seed`]).
+///
+/// The seed leaves out what changes with every write of the host's own, the parent's `status`
+/// and `resourceVersion`: so a plugin that draws "random" numbers answers the same again after
+/// the host wrote what it answered, and a random message or status is stable rather than a new
+/// write on every reconcile. The children are seeded as sent (the host does not write their
+/// status, and their resourceVersion changes only when they do).
+pub fn request(function: &str, parent: &Value, observed: &[Value]) -> (ReconcileRequest, [u8; 32]) {
+    let request = ReconcileRequest {
+        parent: without_managed_fields(parent).to_string(),
+        observed: observed
+            .iter()
+            .map(|o| without_managed_fields(o).to_string())
+            .collect(),
     };
-    let parts: Vec<String> = std::iter::once(meaningful(parent, true))
-        .chain(observed.iter().map(|o| meaningful(o, false)))
-        .collect();
-    crate::runtime::random_seed(function, parts.iter().map(String::as_str))
+    let mut seeded_parent = without_managed_fields(parent).into_owned();
+    if let Some(fields) = seeded_parent.as_object_mut() {
+        fields.remove("status");
+    }
+    if let Some(metadata) = seeded_parent["metadata"].as_object_mut() {
+        metadata.remove("resourceVersion");
+    }
+    let seeded_parent = seeded_parent.to_string();
+    let seed = crate::runtime::random_seed(
+        function,
+        std::iter::once(seeded_parent.as_str()).chain(request.observed.iter().map(String::as_str)),
+    );
+    (request, seed)
 }
 
 /// `object` without `metadata.managedFields`: bookkeeping of the API server that no plugin

@@ -412,3 +412,23 @@ pub async fn apiserver_requests(
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64)
 }
+
+/// Waits until the API server serves the CRD `name` (its `Established` condition is true).
+pub async fn wait_for_crd_established(
+    crds: &Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), Error> {
+    use kube::runtime::wait::{Condition, conditions};
+    wait_for(
+        &format!("the CRD {name} to be Established"),
+        timeout,
+        || async {
+            let crd = crds.get(name).await?;
+            Ok(conditions::is_crd_established()
+                .matches_object(Some(&crd))
+                .then_some(()))
+        },
+    )
+    .await
+}

@@ -17,7 +17,7 @@ use kube::{Api, Client};
 use operator_host::controller::install_crd;
 use operator_host::plugin::Plugin;
 use operator_host::policy::Policy;
-use operator_host_tests::devcluster::{TestNamespace, wait_for};
+use operator_host_tests::devcluster::{TestNamespace, wait_for, wait_for_crd_established};
 use operator_host_tests::host::{Host, plugin_path, runtime};
 use operator_host_tests::memcached::create;
 use operator_host_tests::squatter::{SQUAT_CRD, squat_resource};
@@ -68,23 +68,7 @@ async fn delete_crd(crds: &Api<CustomResourceDefinition>, name: &str) {
 }
 
 async fn wait_established(crds: &Api<CustomResourceDefinition>, name: &str) {
-    wait_for(
-        &format!("the CRD {name} to be Established"),
-        TIMEOUT,
-        || async {
-            let established = crds
-                .get(name)
-                .await?
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            Ok(established.then_some(()))
-        },
-    )
-    .await
-    .unwrap();
+    wait_for_crd_established(crds, name, TIMEOUT).await.unwrap();
 }
 
 /// The plugin's CRD as another operator would have installed it: no annotation, and a

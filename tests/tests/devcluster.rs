@@ -14,7 +14,7 @@ use kube::api::{
 };
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
+use operator_host_tests::devcluster::{self, TestNamespace, wait_for, wait_for_crd_established};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -195,18 +195,9 @@ async fn custom_resource_definition_becomes_established_and_its_objects_can_be_w
     .unwrap();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.create(&PostParams::default(), &crd).await.unwrap();
-    wait_for("the CRD to be Established", TIMEOUT, || async {
-        let crd = crds.get(&crd_name).await?;
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        Ok(established.then_some(()))
-    })
-    .await
-    .unwrap();
+    wait_for_crd_established(&crds, &crd_name, TIMEOUT)
+        .await
+        .unwrap();
 
     let gvk = GroupVersionKind::gvk(&group, "v1", "Widget");
     let resource = ApiResource::from_gvk_with_plural(&gvk, "widgets");

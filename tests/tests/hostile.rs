@@ -590,13 +590,19 @@ async fn the_guest_cannot_read_files_or_environment_nor_open_sockets() {
 
 /// Runs an attack whose pod template the policy must refuse: nothing is applied.
 async fn pod_template_attack(test: &str, attack_name: &str, message: &str) {
-    let corpus = attack(
-        test,
-        json!({"attack": attack_name}),
-        "PolicyViolation",
-        message,
-    )
-    .await;
+    refused_pod_template(Corpus::start(test).await, test, attack_name, message).await;
+}
+
+/// [`pod_template_attack`] in a corpus already started (and given what the attack aims at).
+async fn refused_pod_template(corpus: Corpus, test: &str, attack_name: &str, message: &str) {
+    let corpus = corpus
+        .contained(
+            test,
+            json!({"attack": attack_name}),
+            "PolicyViolation",
+            message,
+        )
+        .await;
     assert!(
         corpus.deployment("attack").await.is_none(),
         "the Deployment of {attack_name} was created"
@@ -652,32 +658,26 @@ async fn plant_secret(corpus: &Corpus) {
 async fn a_foreign_secret_cannot_be_mounted_as_a_volume() {
     let corpus = Corpus::start("hostile-secret-volume").await;
     plant_secret(&corpus).await;
-    let corpus = corpus
-        .contained(
-            "hostile-secret-volume",
-            json!({"attack": "secret-volume"}),
-            "PolicyViolation",
-            "volumes[0].secret.secretName references Secret \"db-credentials\"",
-        )
-        .await;
-    assert!(corpus.deployment("attack").await.is_none());
-    corpus.finish().await;
+    refused_pod_template(
+        corpus,
+        "hostile-secret-volume",
+        "secret-volume",
+        "volumes[0].secret.secretName references Secret \"db-credentials\"",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_secret_cannot_be_read_into_the_environment() {
     let corpus = Corpus::start("hostile-secret-env").await;
     plant_secret(&corpus).await;
-    let corpus = corpus
-        .contained(
-            "hostile-secret-env",
-            json!({"attack": "secret-env"}),
-            "PolicyViolation",
-            "env[0].valueFrom.secretKeyRef.name references Secret \"db-credentials\"",
-        )
-        .await;
-    assert!(corpus.deployment("attack").await.is_none());
-    corpus.finish().await;
+    refused_pod_template(
+        corpus,
+        "hostile-secret-env",
+        "secret-env",
+        "env[0].valueFrom.secretKeyRef.name references Secret \"db-credentials\"",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -691,16 +691,13 @@ async fn a_foreign_service_account_cannot_be_borrowed() {
         .create(&Default::default(), &account)
         .await
         .unwrap();
-    let corpus = corpus
-        .contained(
-            "hostile-service-account",
-            json!({"attack": "foreign-service-account"}),
-            "PolicyViolation",
-            "serviceAccountName is \"admin\"",
-        )
-        .await;
-    assert!(corpus.deployment("attack").await.is_none());
-    corpus.finish().await;
+    refused_pod_template(
+        corpus,
+        "hostile-service-account",
+        "foreign-service-account",
+        "serviceAccountName is \"admin\"",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -566,42 +566,34 @@ pub async fn run_with_metrics(
     };
     tokio::pin!(shutdown);
     let mut retry = LoadRetry::default();
-    // A sync can wait on the API server (a CRD install, a controller that stops): shutdown
-    // interrupts it rather than waiting behind it.
-    let started = tokio::select! {
-        deferred = supervisor.sync(&registry) => {
-            retry.after_sync(deferred);
-            true
-        }
-        () = &mut shutdown => false,
-    };
-    if started {
-        if supervisor.controllers.is_empty() {
-            tracing::warn!(dir = %dir.display(), "no plugin is being served yet; watching the directory for plugins");
-        }
-        metrics.set_ready(true);
-        loop {
+    // The first pass scans the directory; later ones wait for a reason to scan again.
+    let mut rescan = true;
+    loop {
+        if rescan {
+            // A sync can wait on the API server (a CRD install, a controller that stops):
+            // shutdown interrupts it rather than waiting behind it.
             tokio::select! {
+                deferred = supervisor.sync(&registry) => retry.after_sync(deferred),
                 () = &mut shutdown => break,
-                Some(()) = dir_changed.recv() => {
-                    tokio::select! {
-                        deferred = supervisor.sync(&registry) => retry.after_sync(deferred),
-                        () = &mut shutdown => break,
-                    }
+            }
+            if !metrics.is_ready() {
+                if supervisor.controllers.is_empty() {
+                    tracing::warn!(dir = %dir.display(), "no plugin is being served yet; watching the directory for plugins");
                 }
-                () = retry.due() => {
-                    tokio::select! {
-                        deferred = supervisor.sync(&registry) => retry.after_sync(deferred),
-                        () = &mut shutdown => break,
-                    }
-                }
-                Some(tier_up) = tiered_up.recv() => {
-                    if let Some(optimized) = lock(&registry).finish_tier_up(tier_up) {
-                        supervisor.tier_up(optimized);
-                    }
-                }
+                metrics.set_ready(true);
             }
         }
+        rescan = tokio::select! {
+            () = &mut shutdown => break,
+            Some(()) = dir_changed.recv() => true,
+            () = retry.due() => true,
+            Some(tier_up) = tiered_up.recv() => {
+                if let Some(optimized) = lock(&registry).finish_tier_up(tier_up) {
+                    supervisor.tier_up(optimized);
+                }
+                false
+            }
+        };
     }
     tracing::info!("shutting down: no new reconciles; waiting for those in flight");
     metrics.set_ready(false);

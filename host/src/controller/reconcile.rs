@@ -305,12 +305,8 @@ async fn finalize_parent(
         return Ok(Action::await_change());
     }
     let observed = observed_children(parent, ctx).await?;
-    let request = crate::runtime::ReconcileRequest {
-        parent: parent_json.to_string(),
-        observed: observed.iter().map(Value::to_string).collect(),
-    };
+    let (request, seed) = plan::request("finalize", &parent_json, &observed);
     let context = format!("{}:{}", decl.name, parent_key(parent));
-    let seed = plan::call_seed("finalize", &parent_json, &observed);
     let call_plugin = plugin.clone();
     let outcome = call_in_slot(ctx, plugin, move || {
         call_plugin
