@@ -71,6 +71,15 @@ async fn wait_established(crds: &Api<CustomResourceDefinition>, name: &str) {
     wait_for_crd_established(crds, name, TIMEOUT).await.unwrap();
 }
 
+/// Replaces the Squat CRD by [`by_hand`]'s, as another operator would have installed it.
+async fn install_by_hand(crds: &Api<CustomResourceDefinition>, plugin: &Plugin) {
+    delete_crd(crds, SQUAT_CRD).await;
+    crds.create(&PostParams::default(), &by_hand(plugin))
+        .await
+        .unwrap();
+    wait_established(crds, SQUAT_CRD).await;
+}
+
 /// The plugin's CRD as another operator would have installed it: no annotation, and a
 /// schema description of its own (which an update by the host would overwrite).
 fn by_hand(plugin: &Plugin) -> CustomResourceDefinition {
@@ -141,11 +150,7 @@ async fn a_crd_the_host_did_not_install_is_left_alone_and_its_plugin_is_not_serv
     let client = ns.client();
     let crds = crd_api(&client);
     let plugin = squatter();
-    delete_crd(&crds, SQUAT_CRD).await;
-    crds.create(&PostParams::default(), &by_hand(&plugin))
-        .await
-        .unwrap();
-    wait_established(&crds, SQUAT_CRD).await;
+    install_by_hand(&crds, &plugin).await;
     let before = snapshot(&crds, SQUAT_CRD).await;
     let squats: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), ns.name(), &squat_resource());
@@ -278,11 +283,7 @@ async fn without_install_crds_the_host_writes_no_crd() {
     let client = ns.client();
     let crds = crd_api(&client);
     let plugin = squatter();
-    delete_crd(&crds, SQUAT_CRD).await;
-    crds.create(&PostParams::default(), &by_hand(&plugin))
-        .await
-        .unwrap();
-    wait_established(&crds, SQUAT_CRD).await;
+    install_by_hand(&crds, &plugin).await;
     let before = snapshot(&crds, SQUAT_CRD).await;
 
     let plugins = squatter_dir();
@@ -382,11 +383,7 @@ async fn handing_the_crd_over_while_the_host_runs_serves_the_plugin() {
     let client = ns.client();
     let crds = crd_api(&client);
     let plugin = squatter();
-    delete_crd(&crds, SQUAT_CRD).await;
-    crds.create(&PostParams::default(), &by_hand(&plugin))
-        .await
-        .unwrap();
-    wait_established(&crds, SQUAT_CRD).await;
+    install_by_hand(&crds, &plugin).await;
     let squats: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), ns.name(), &squat_resource());
     create(&squats, &squat_resource(), "first", json!({"value": "a"})).await;
