@@ -75,7 +75,8 @@ pub struct MemcachedStatus {
     /// The label selector of the pods, as a string.
     #[serde(default)]
     pub selector: String,
-    /// `Available`: whether `size` pods are ready.
+    /// `Available`: whether the Deployment has rolled out the current spec (image, port,
+    /// resources, size) and its `size` pods are ready.
     #[serde(default)]
     #[schemars(schema_with = "operator_host_sdk::conditions_schema")]
     pub conditions: Vec<Condition>,
@@ -100,7 +101,8 @@ impl Reconciler for MemcachedOperator {
         desired.child(&deployment(&name, &parent.spec, &labels))?;
         desired.child(&service(&name, &parent.spec, &labels))?;
         let observed_deployment = observed.view::<Deployment, WorkloadView>(&name)?;
-        desired.status(&status(parent, observed_deployment.as_ref(), &labels))?;
+        let status = status(parent, observed_deployment.as_ref(), &desired, &labels);
+        desired.status(&status)?;
         Ok(desired)
     }
 }
@@ -235,18 +237,20 @@ fn service(name: &str, spec: &MemcachedSpec, selector: &BTreeMap<String, String>
 }
 
 /// Status from the observed Deployment: nothing is assumed that was not observed.
+///
+/// `Available` is true only once the Deployment carries the spec in `desired` (the one the
+/// host is about to apply for this generation) and has rolled it out by `kubectl rollout
+/// status`'s rules: the Deployment observed here is the one *before* this answer is applied,
+/// so after an image change it is the old one, ready but not current.
 fn status(
     parent: &Memcached,
     observed: Option<&WorkloadView>,
+    desired: &Desired,
     selector: &BTreeMap<String, String>,
 ) -> MemcachedStatus {
     let generation = parent.metadata.generation;
     let size = parent.spec.size;
     let ready = observed.and_then(|d| d.status.ready_replicas).unwrap_or(0);
-    let updated = observed
-        .and_then(|d| d.status.updated_replicas)
-        .unwrap_or(0);
-    let observed_replicas = observed.and_then(|d| d.spec.replicas);
     let available = match observed {
         None => Condition::new(
             "Available",
@@ -255,27 +259,36 @@ fn status(
             "the Deployment has not been observed yet",
             generation,
         ),
-        Some(_) if observed_replicas != Some(size) => Condition::new(
+        Some(d) if d.spec.replicas != Some(size) => Condition::new(
             "Available",
             false,
             "Scaling",
             format!("the Deployment is being scaled to {size} replicas"),
             generation,
         ),
-        Some(_) if ready >= size && updated >= size => Condition::new(
-            "Available",
-            true,
-            "MinimumReplicasReady",
-            format!("{ready} of {size} pods are ready"),
-            generation,
-        ),
-        Some(_) => Condition::new(
-            "Available",
-            false,
-            "PodsNotReady",
-            format!("{ready} of {size} pods are ready"),
-            generation,
-        ),
+        Some(d) => {
+            let rollout = d.rollout_of(desired);
+            let message = if rollout.is_complete() {
+                format!("{ready} of {size} pods are ready")
+            } else {
+                format!(
+                    "{ready} of {size} pods are ready; rollout: {}",
+                    rollout.message()
+                )
+            };
+            let reason = if rollout.is_complete() {
+                "MinimumReplicasReady"
+            } else {
+                rollout.reason()
+            };
+            Condition::new(
+                "Available",
+                rollout.is_complete(),
+                reason,
+                message,
+                generation,
+            )
+        }
     };
     MemcachedStatus {
         ready_replicas: ready,

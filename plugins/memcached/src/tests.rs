@@ -32,14 +32,36 @@ fn pod_template(desired: &Desired, name: &str) -> PodTemplateSpec {
         .template
 }
 
-fn observed_deployment(size: i32, ready: i32) -> Observed {
-    let mut deployment = deployment("mc", &memcached("mc", size).spec, &selector_labels("mc"));
-    deployment.status = Some(DeploymentStatus {
+/// The Deployment the host applied for `cr`, as the API server shows it once its controller
+/// has observed it: `ready` pods ready, all of them updated and available.
+fn applied_deployment(cr: &Memcached, ready: i32) -> serde_json::Value {
+    let desired = reconcile(cr, &Observed::default());
+    let mut deployment = desired.children[0].clone();
+    assert_eq!(deployment["kind"], "Deployment");
+    deployment["metadata"]["generation"] = 2.into();
+    deployment["status"] = serde_json::to_value(DeploymentStatus {
+        observed_generation: Some(2),
+        replicas: Some(ready),
         ready_replicas: Some(ready),
         updated_replicas: Some(ready),
+        available_replicas: Some(ready),
         ..DeploymentStatus::default()
-    });
-    Observed::new(vec![serde_json::to_value(deployment).unwrap()])
+    })
+    .unwrap();
+    deployment
+}
+
+fn observed_deployment(size: i32, ready: i32) -> Observed {
+    Observed::new(vec![applied_deployment(&memcached("mc", size), ready)])
+}
+
+fn available(desired: &Desired) -> (&str, &str) {
+    let condition = &desired.status["conditions"][0];
+    assert_eq!(condition["type"], "Available");
+    (
+        condition["status"].as_str().unwrap(),
+        condition["reason"].as_str().unwrap(),
+    )
 }
 
 #[test]
@@ -116,8 +138,7 @@ fn status_without_an_observed_deployment_is_not_available() {
 fn status_is_available_once_every_pod_is_ready() {
     let cr = memcached("mc", 2);
     let partial = reconcile(&cr, &observed_deployment(2, 1));
-    assert_eq!(partial.status["conditions"][0]["status"], "False");
-    assert_eq!(partial.status["conditions"][0]["reason"], "PodsNotReady");
+    assert_eq!(available(&partial), ("False", "RolloutInProgress"));
     let ready = reconcile(&cr, &observed_deployment(2, 2));
     assert_eq!(ready.status["readyReplicas"], 2);
     assert_eq!(ready.status["conditions"][0]["status"], "True");
@@ -173,4 +194,63 @@ fn children_carry_no_namespace_or_owner() {
         assert!(child["metadata"].get("namespace").is_none());
         assert!(child["metadata"].get("ownerReferences").is_none());
     }
+}
+
+#[test]
+fn status_is_not_available_while_the_observed_deployment_has_the_old_image() {
+    // The observed Deployment is the one of the previous spec, fully rolled out: the host
+    // has not applied the new image yet, so the new generation is not available.
+    let old = memcached("mc", 2);
+    let mut new = old.clone();
+    new.spec.image = "memcached:1.6.40".into();
+    new.metadata.generation = Some(4);
+    let observed = Observed::new(vec![applied_deployment(&old, 2)]);
+    let desired = reconcile(&new, &observed);
+    assert_eq!(available(&desired), ("False", "SpecNotApplied"));
+    assert_eq!(desired.status["conditions"][0]["observedGeneration"], 4);
+    assert_eq!(desired.status["readyReplicas"], 2);
+    // Once applied and rolled out it is.
+    let observed = Observed::new(vec![applied_deployment(&new, 2)]);
+    assert_eq!(
+        available(&reconcile(&new, &observed)),
+        ("True", "MinimumReplicasReady")
+    );
+}
+
+#[test]
+fn status_is_not_available_until_the_new_pods_replace_the_old_ones() {
+    let cr = memcached("mc", 2);
+    let mut rolling = applied_deployment(&cr, 2);
+    // The new spec is applied but its controller has not acted on it yet.
+    rolling["metadata"]["generation"] = 3.into();
+    let desired = reconcile(&cr, &Observed::new(vec![rolling.clone()]));
+    assert_eq!(available(&desired), ("False", "SpecNotObserved"));
+    // Observed: two new pods ready, one old pod still terminating.
+    rolling["status"]["observedGeneration"] = 3.into();
+    rolling["status"]["replicas"] = 3.into();
+    rolling["status"]["readyReplicas"] = 3.into();
+    let desired = reconcile(&cr, &Observed::new(vec![rolling.clone()]));
+    assert_eq!(available(&desired), ("False", "RolloutInProgress"));
+    let message = desired.status["conditions"][0]["message"].as_str().unwrap();
+    assert!(message.contains("1 old replicas"), "{message}");
+    rolling["status"]["replicas"] = 2.into();
+    let desired = reconcile(&cr, &Observed::new(vec![rolling]));
+    assert_eq!(available(&desired), ("True", "MinimumReplicasReady"));
+}
+
+#[test]
+fn the_deployment_carries_the_hash_of_its_spec_and_its_pods_do_not() {
+    let desired = reconcile(&memcached("mc", 1), &Observed::default());
+    let deployment = desired.get::<Deployment>("mc").unwrap();
+    assert!(
+        deployment
+            .metadata
+            .annotations
+            .unwrap()
+            .contains_key(operator_host_sdk::SPEC_HASH_ANNOTATION)
+    );
+    let template = deployment.spec.unwrap().template;
+    assert!(template.metadata.unwrap().annotations.is_none());
+    let service = desired.get::<Service>("mc").unwrap();
+    assert!(service.metadata.annotations.is_none());
 }

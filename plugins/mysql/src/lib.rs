@@ -65,11 +65,8 @@ impl Reconciler for MySqlOperator {
         // Views, not whole objects: the pod templates' deserializers stay out of the plugin.
         let stateful_set = observed.view::<StatefulSet, WorkloadView>(&name)?;
         let router = observed.view::<Deployment, WorkloadView>(&children::router_name(&name))?;
-        desired.status(&status::status(
-            parent,
-            stateful_set.as_ref(),
-            router.as_ref(),
-        ))?;
+        let status = status::status(parent, stateful_set.as_ref(), router.as_ref(), &desired);
+        desired.status(&status)?;
         Ok(desired)
     }
 }

@@ -5,13 +5,18 @@
 //!
 //! | status | when |
 //! |---|---|
-//! | `ONLINE` | `ready >= instances`, the StatefulSet has `replicas == instances` and its `observedGeneration` is current |
-//! | `ONLINE_PARTIAL` | `ready > 0` otherwise (some instances online, or the StatefulSet is still catching up) |
+//! | `ONLINE` | `ready >= instances` and the StatefulSet has rolled out the spec this reconcile desires (see below) |
+//! | `ONLINE_PARTIAL` | `ready > 0` otherwise (some instances online, or the StatefulSet is still scaling or rolling out) |
 //! | `OFFLINE` | `ready == 0` and the previous status was `ONLINE`, `ONLINE_PARTIAL` or `OFFLINE` (it had been online) |
 //! | `INITIALIZING` | `ready == 0`, the StatefulSet is observed and has created pods (`status.replicas > 0`) |
 //! | `PENDING` | otherwise: the StatefulSet is not observed yet, or has no pods yet |
+//!
+//! "Rolled out" is the SDK's [`WorkloadView::rollout_of`]: the observed StatefulSet carries the
+//! spec in this reconcile's answer (a new version or `mycnf` changes it, and the StatefulSet
+//! observed is the one before the host applies the answer) and `kubectl rollout status`
+//! would call its rollout complete. The router's `RouterReady` follows the same rule.
 
-use operator_host_sdk::{Condition, WorkloadView};
+use operator_host_sdk::{Condition, Desired, Rollout, WorkloadView};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -66,11 +71,13 @@ pub const ONLINE: &str = "ONLINE";
 pub const OFFLINE: &str = "OFFLINE";
 
 /// The status from what was observed; `cluster.status` of the parent's current status is the
-/// only memory (to tell OFFLINE from PENDING).
+/// only memory (to tell OFFLINE from PENDING). `desired` is this reconcile's answer: the
+/// observed children are current only if they carry its specs.
 pub fn status(
     parent: &InnoDBCluster,
     stateful_set: Option<&WorkloadView>,
     router: Option<&WorkloadView>,
+    desired: &Desired,
 ) -> InnoDBClusterStatus {
     let generation = parent.metadata.generation;
     let instances = parent.spec.instances;
@@ -83,12 +90,9 @@ pub fn status(
         .and_then(|s| s.status.ready_replicas)
         .unwrap_or(0);
     let pods = stateful_set.and_then(|s| s.status.replicas).unwrap_or(0);
-    let caught_up = stateful_set.is_some_and(|s| {
-        s.spec.replicas == Some(instances)
-            && s.status
-                .observed_generation
-                .is_some_and(|g| Some(g) >= s.metadata.generation)
-    });
+    let scaled = stateful_set.is_some_and(|s| s.spec.replicas == Some(instances));
+    let rollout = stateful_set.map(|s| s.rollout_of(desired));
+    let caught_up = scaled && rollout.as_ref().is_some_and(Rollout::is_complete);
     let state = if ready >= instances && caught_up {
         ONLINE
     } else if ready > 0 {
@@ -105,9 +109,16 @@ pub fn status(
             "Online",
             format!("{ready} of {instances} instances are online"),
         ),
-        ONLINE_PARTIAL if ready >= instances => (
+        ONLINE_PARTIAL if !scaled => (
             "Scaling",
-            format!("the StatefulSet is being updated to {instances} instances ({ready} online)"),
+            format!("the StatefulSet is being scaled to {instances} instances ({ready} online)"),
+        ),
+        ONLINE_PARTIAL if ready >= instances => (
+            "RollingOut",
+            format!(
+                "{ready} of {instances} instances are online; rollout: {}",
+                rollout.as_ref().map_or("", Rollout::message)
+            ),
         ),
         ONLINE_PARTIAL => (
             "OnlinePartial",
@@ -135,6 +146,7 @@ pub fn status(
     let wanted_routers = parent.spec.router.instances;
     let routers_ready = router.and_then(|d| d.status.ready_replicas).unwrap_or(0);
     let router_replicas = router.and_then(|d| d.spec.replicas);
+    let router_rollout = router.map(|r| r.rollout_of(desired));
     let router_condition = if wanted_routers == 0 {
         Condition::new(
             "RouterReady",
@@ -151,7 +163,10 @@ pub fn status(
             "the router Deployment has not been observed yet",
             generation,
         )
-    } else if router_replicas == Some(wanted_routers) && routers_ready >= wanted_routers {
+    } else if router_replicas == Some(wanted_routers)
+        && routers_ready >= wanted_routers
+        && router_rollout.as_ref().is_some_and(Rollout::is_complete)
+    {
         Condition::new(
             "RouterReady",
             true,
@@ -164,7 +179,14 @@ pub fn status(
             "RouterReady",
             false,
             "RoutersNotReady",
-            format!("{routers_ready} of {wanted_routers} routers are ready"),
+            // The rollout is worth naming when it, not the count, is what is missing.
+            match router_rollout.filter(|r| routers_ready >= wanted_routers && !r.is_complete()) {
+                Some(r) => format!(
+                    "{routers_ready} of {wanted_routers} routers are ready; rollout: {}",
+                    r.message()
+                ),
+                None => format!("{routers_ready} of {wanted_routers} routers are ready"),
+            },
             generation,
         )
     };

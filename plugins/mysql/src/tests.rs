@@ -3,14 +3,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, DeploymentStatus, StatefulSet, StatefulSetSpec, StatefulSetStatus,
+    Deployment, DeploymentStatus, StatefulSet, StatefulSetSpec, StatefulSetStatus,
 };
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, PersistentVolumeClaimSpec, PodTemplateSpec, Service, ServiceAccount,
     ServiceSpec as CoreServiceSpec,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResourceExt;
 use operator_host_sdk::{Desired, Error, Observed, Reconciler};
@@ -837,45 +836,55 @@ fn values_the_schema_rejects_do_not_even_decode() {
 
 // --- status -----------------------------------------------------------------------------
 
-/// An observed StatefulSet as the API server would show it.
-fn observed_sts(replicas: i32, pods: i32, ready: i32, generation_current: bool) -> Value {
-    let mut object = StatefulSet {
-        metadata: ObjectMeta {
-            name: Some("ic".into()),
-            generation: Some(2),
-            ..Default::default()
-        },
-        spec: Some(StatefulSetSpec {
-            replicas: Some(replicas),
-            ..Default::default()
-        }),
-        status: Some(StatefulSetStatus {
-            replicas: pods,
-            ready_replicas: Some(ready),
-            observed_generation: Some(if generation_current { 2 } else { 1 }),
-            ..Default::default()
-        }),
-    };
-    object.metadata.namespace = Some("db".into());
-    serde_json::to_value(object).unwrap()
+/// The child of `kind` the plugin desires for `cr`, as the API server would show it once
+/// applied (generation 2, in namespace `db`) with `status`.
+fn applied(cr: &InnoDBCluster, kind: &str, status: Value) -> Value {
+    let mut object = reconcile(cr)
+        .children
+        .into_iter()
+        .find(|c| c["kind"] == kind)
+        .unwrap();
+    object["metadata"]["namespace"] = "db".into();
+    object["metadata"]["generation"] = 2.into();
+    object["status"] = status;
+    object
 }
 
+/// The StatefulSet applied for a cluster of `replicas` instances with `pods` pods, all of
+/// the current revision, `ready` of them ready; its controller has seen its spec when
+/// `generation_current`.
+fn observed_sts(replicas: i32, pods: i32, ready: i32, generation_current: bool) -> Value {
+    let status = StatefulSetStatus {
+        replicas: pods,
+        ready_replicas: Some(ready),
+        updated_replicas: Some(pods),
+        current_revision: Some("ic-1".into()),
+        update_revision: Some("ic-1".into()),
+        observed_generation: Some(if generation_current { 2 } else { 1 }),
+        ..Default::default()
+    };
+    applied(
+        &with(json!({"instances": replicas})),
+        "StatefulSet",
+        serde_json::to_value(status).unwrap(),
+    )
+}
+
+/// The router Deployment applied for `replicas` routers, `ready` of them ready and rolled out.
 fn observed_router(replicas: i32, ready: i32) -> Value {
-    serde_json::to_value(Deployment {
-        metadata: ObjectMeta {
-            name: Some("ic-router".into()),
-            ..Default::default()
-        },
-        spec: Some(DeploymentSpec {
-            replicas: Some(replicas),
-            ..Default::default()
-        }),
-        status: Some(DeploymentStatus {
-            ready_replicas: Some(ready),
-            ..Default::default()
-        }),
-    })
-    .unwrap()
+    let status = DeploymentStatus {
+        observed_generation: Some(2),
+        replicas: Some(ready),
+        ready_replicas: Some(ready),
+        updated_replicas: Some(ready),
+        available_replicas: Some(ready),
+        ..Default::default()
+    };
+    applied(
+        &with(json!({"router": {"instances": replicas}})),
+        "Deployment",
+        serde_json::to_value(status).unwrap(),
+    )
 }
 
 fn status_of(cr: &InnoDBCluster, observed: Vec<Value>) -> Value {
@@ -1052,4 +1061,50 @@ fn the_previous_status_written_by_the_host_decodes() {
     .unwrap();
     let status = status_of(&cr, vec![observed_sts(1, 1, 0, true)]);
     assert_eq!(status["cluster"]["status"], OFFLINE);
+}
+
+#[test]
+fn status_is_not_online_until_a_new_version_is_rolled_out() {
+    // Every instance of the old version is ready: the observed StatefulSet is the one before
+    // the host applies the new version, so the new generation is not online yet.
+    let new = with(json!({"instances": 3, "version": "9.1.0"}));
+    let old_sts = observed_sts(3, 3, 3, true);
+    let status = status_of(&new, vec![old_sts.clone()]);
+    assert_eq!(status["cluster"]["status"], ONLINE_PARTIAL);
+    let ready = condition(&status, "Ready");
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("RollingOut"))
+    );
+    assert!(
+        ready["message"].as_str().unwrap().contains("desired spec"),
+        "{ready}"
+    );
+    // Applied, pods ready, but one of the three is still of the old revision.
+    let mut rolling = applied(&new, "StatefulSet", old_sts["status"].clone());
+    rolling["status"]["updatedReplicas"] = 2.into();
+    rolling["status"]["updateRevision"] = "ic-2".into();
+    let status = status_of(&new, vec![rolling.clone()]);
+    assert_eq!(status["cluster"]["status"], ONLINE_PARTIAL);
+    // Done: the controller moves currentRevision to the update revision.
+    rolling["status"]["updatedReplicas"] = 3.into();
+    rolling["status"]["currentRevision"] = "ic-2".into();
+    let status = status_of(&new, vec![rolling]);
+    assert_eq!(status["cluster"]["status"], ONLINE);
+}
+
+#[test]
+fn routers_are_not_ready_until_a_new_version_is_rolled_out() {
+    let new = with(json!({"router": {"instances": 2}, "version": "9.1.0"}));
+    let old_router = observed_router(2, 2);
+    let status = status_of(&new, vec![old_router.clone()]);
+    let router = condition(&status, "RouterReady");
+    assert_eq!(router["status"], "False");
+    assert!(
+        router["message"].as_str().unwrap().contains("rollout"),
+        "{router}"
+    );
+    let current = applied(&new, "Deployment", old_router["status"].clone());
+    let status = status_of(&new, vec![current]);
+    assert_eq!(condition(&status, "RouterReady")["status"], "True");
 }

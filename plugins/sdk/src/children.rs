@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Error;
@@ -106,10 +106,11 @@ impl Observed {
     /// decoding a whole k8s-openapi `Deployment` compiles the deserializers of every pod
     /// field (volumes, affinity, probes, ...) into the plugin, about a third of the
     /// Memcached plugin's code, and compile time is what a reload waits for on a cache miss.
-    pub fn view<K, T>(&self, name: &str) -> Result<Option<T>, Error>
+    /// `T` may borrow strings from the observed object (as [`crate::WorkloadView`] does).
+    pub fn view<'a, K, T>(&'a self, name: &str) -> Result<Option<T>, Error>
     where
         K: k8s_openapi::Resource,
-        T: DeserializeOwned,
+        T: Deserialize<'a>,
     {
         self.find::<K>(name).map(decode::<K, T>).transpose()
     }
@@ -149,7 +150,7 @@ fn is_kind<K: k8s_openapi::Resource>(object: &Value) -> bool {
 }
 
 /// `object`, an observed `K`, decoded as `T`.
-fn decode<K: k8s_openapi::Resource, T: DeserializeOwned>(object: &Value) -> Result<T, Error> {
+fn decode<'a, K: k8s_openapi::Resource, T: Deserialize<'a>>(object: &'a Value) -> Result<T, Error> {
     T::deserialize(object).map_err(|e| {
         Error::Retry(format!(
             "observed {} {:?} does not decode: {e}",
@@ -181,6 +182,10 @@ impl Desired {
     }
 
     /// Adds a typed child (any k8s-openapi resource, or a custom resource type).
+    ///
+    /// An `apps/v1` workload (Deployment, StatefulSet, DaemonSet, ReplicaSet) gets the
+    /// annotation [`crate::SPEC_HASH_ANNOTATION`], the hash of its spec, so that its observed
+    /// copy tells whether it carries this spec yet ([`crate::WorkloadView::rollout_of`]).
     pub fn child<K>(&mut self, child: &K) -> Result<&mut Self, Error>
     where
         K: k8s_openapi::Resource + Serialize,
@@ -194,6 +199,7 @@ impl Desired {
             map.entry("kind")
                 .or_insert_with(|| Value::String(K::KIND.to_string()));
         }
+        crate::view::stamp_spec_hash(&mut value);
         self.children.push(value);
         Ok(self)
     }

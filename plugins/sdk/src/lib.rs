@@ -46,7 +46,10 @@ pub use error::Error;
 pub use reconciler::{Finalized, Reconciler};
 pub use security::{restricted_container_security_context, restricted_pod_security_context};
 pub use status::{Condition, conditions_schema};
-pub use view::{GenerationView, ReplicasView, WorkloadStatusView, WorkloadView};
+pub use view::{
+    MetadataView, RollingUpdateView, Rollout, SPEC_HASH_ANNOTATION, SpecHashView,
+    UpdateStrategyView, WorkloadConditionView, WorkloadSpecView, WorkloadStatusView, WorkloadView,
+};
 
 pub use k8s_openapi;
 pub use kube;

@@ -1,43 +1,154 @@
-//! Views of observed children: the few fields a status is computed from, without the rest.
+//! Views of observed children: the few fields a status is computed from, borrowed, without the rest.
+//!
+//! # Is the observed workload the one the plugin is about to apply?
+//!
+//! A plugin sees its children as they were *before* the host applies its answer, and the
+//! host stamps the parent's current generation on the status it returns. So a plugin that
+//! has just changed a pod template (a new image, say) observes the old Deployment, fully
+//! rolled out, and must not call that "ready" for the new generation. The workload's own
+//! `metadata.generation` cannot tell it: that counts the workload's spec changes, not the
+//! parent's, and the API server assigns it only once the new spec is applied.
+//!
+//! The SDK therefore marks every workload a plugin returns ([`crate::Desired::child`] of a
+//! Deployment, StatefulSet, DaemonSet or ReplicaSet) with [`SPEC_HASH_ANNOTATION`]: a SHA-256
+//! of the workload's `spec` exactly as the plugin wrote it (canonical JSON), so the annotation
+//! changes exactly when the desired spec does. The host applies the annotation in the same
+//! server-side apply as the spec, so an observed workload whose annotation equals the hash the
+//! plugin desires now carries the desired spec, and its `metadata.generation` is the
+//! generation of that spec; [`WorkloadView::rollout_of`] then applies `kubectl rollout
+//! status`'s rules to that generation. Why a hash of what the plugin wrote, not a comparison
+//! with what was observed: the API server defaults and normalizes fields (`imagePullPolicy`,
+//! quantities, probes' defaults, ...), so an observed spec never equals a desired one field for
+//! field, and comparing a few fields (the image) misses the others (arguments, ports,
+//! resources, a config hash). Hashing the desired side only is immune to defaulting, covers
+//! every field, and costs one annotation on the workload (not on its pod template, so it
+//! never rolls the pods). A workload applied before the SDK stamped it has no annotation and
+//! reads as not current until the next apply adds it (one reconcile later).
 
 use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
 
-/// The replica counts of an observed Deployment or StatefulSet (any kind with `spec.replicas`
-/// and the usual status counters), for [`crate::Observed::view`].
+/// The annotation the SDK puts on every workload a plugin returns: the SHA-256 (hex) of its
+/// `spec` as the plugin wrote it. See the module documentation.
+pub const SPEC_HASH_ANNOTATION: &str = "sdk.operator-host.dev/spec-hash";
+
+/// The kinds whose children get [`SPEC_HASH_ANNOTATION`]: those that roll pods out.
+const WORKLOAD_KINDS: [&str; 4] = ["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"];
+
+/// Marks `child` (a JSON object with `apiVersion`, `kind`, `metadata`) with the hash of its
+/// `spec` when it is an `apps/v1` workload with a spec.
+pub(crate) fn stamp_spec_hash(child: &mut Value) {
+    let is_workload = child["apiVersion"] == "apps/v1"
+        && child["kind"]
+            .as_str()
+            .is_some_and(|kind| WORKLOAD_KINDS.contains(&kind));
+    let Some(spec) = child.get("spec").filter(|_| is_workload) else {
+        return;
+    };
+    let hash = spec_hash(spec);
+    let Value::Object(object) = child else { return };
+    let metadata = object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Value::Object(metadata) = metadata else {
+        return;
+    };
+    let annotations = metadata
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if let Value::Object(annotations) = annotations {
+        annotations.insert(SPEC_HASH_ANNOTATION.to_string(), Value::String(hash));
+    }
+}
+
+/// SHA-256 (hex) of `spec`'s JSON text. `serde_json`'s maps are sorted (no `preserve_order`
+/// in this build), so equal values give equal texts.
+fn spec_hash(spec: &Value) -> String {
+    let digest = Sha256::digest(spec.to_string().as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An observed Deployment or StatefulSet, reduced to what a status needs: its replica
+/// counts, and whether the spec the plugin desires is rolled out (see the module
+/// documentation), for [`crate::Observed::view`].
 ///
-/// Most operators compute their status from these fields alone; decoding them instead of a
-/// whole k8s-openapi type leaves the pod template's deserializers out of the plugin.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(default)]
-pub struct WorkloadView {
-    /// `metadata`: only the generation.
-    pub metadata: GenerationView,
-    /// `spec`: only the replica count.
-    pub spec: ReplicasView,
-    /// `status`: the counters and the generation they describe.
-    pub status: WorkloadStatusView,
-}
-
-/// `metadata.generation` of an observed object.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(default)]
-pub struct GenerationView {
-    /// Incremented by the API server on every change of `spec`.
-    pub generation: Option<i64>,
-}
-
-/// `spec.replicas` of an observed workload.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(default)]
-pub struct ReplicasView {
-    /// The desired number of pods.
-    pub replicas: Option<i32>,
-}
-
-/// The status counters of an observed Deployment or StatefulSet.
+/// Strings are borrowed from the observed object; decoding these fields instead of a whole
+/// k8s-openapi type leaves the pod template's deserializers out of the plugin.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
-pub struct WorkloadStatusView {
+pub struct WorkloadView<'a> {
+    /// `apiVersion`, e.g. `apps/v1`.
+    pub api_version: &'a str,
+    /// `kind`: `Deployment` or `StatefulSet` decide which rollout rules apply.
+    pub kind: &'a str,
+    /// `metadata`: name, generation, and the SDK's spec hash.
+    #[serde(borrow)]
+    pub metadata: MetadataView<'a>,
+    /// `spec`: the replica count and the update strategy.
+    #[serde(borrow)]
+    pub spec: WorkloadSpecView<'a>,
+    /// `status`: the counters, revisions and conditions, and the generation they describe.
+    #[serde(borrow)]
+    pub status: WorkloadStatusView<'a>,
+}
+
+/// `metadata` of an observed workload: what identifies it and the spec it carries.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct MetadataView<'a> {
+    /// `metadata.name`.
+    pub name: &'a str,
+    /// Incremented by the API server on every change of `spec`.
+    pub generation: Option<i64>,
+    /// Only the annotation the SDK stamps.
+    #[serde(borrow)]
+    pub annotations: SpecHashView<'a>,
+}
+
+/// The one annotation of [`MetadataView`] the SDK reads.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct SpecHashView<'a> {
+    /// [`SPEC_HASH_ANNOTATION`].
+    #[serde(rename = "sdk.operator-host.dev/spec-hash", borrow)]
+    pub spec_hash: Option<&'a str>,
+}
+
+/// `spec` of an observed workload.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct WorkloadSpecView<'a> {
+    /// The desired number of pods.
+    pub replicas: Option<i32>,
+    /// A StatefulSet's `updateStrategy` (Deployments call theirs `strategy`: not needed).
+    #[serde(borrow)]
+    pub update_strategy: UpdateStrategyView<'a>,
+}
+
+/// A StatefulSet's `spec.updateStrategy`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct UpdateStrategyView<'a> {
+    /// `RollingUpdate` (the default) or `OnDelete`.
+    #[serde(rename = "type", borrow)]
+    pub type_: Option<&'a str>,
+    /// Present for `RollingUpdate` (the API server defaults it to `{partition: 0}`).
+    pub rolling_update: Option<RollingUpdateView>,
+}
+
+/// A StatefulSet's `spec.updateStrategy.rollingUpdate`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct RollingUpdateView {
+    /// Pods with an ordinal below this keep the old revision.
+    pub partition: Option<i32>,
+}
+
+/// The status of an observed Deployment or StatefulSet.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct WorkloadStatusView<'a> {
     /// Pods created by the controller.
     pub replicas: Option<i32>,
     /// Pods that are ready.
@@ -48,4 +159,530 @@ pub struct WorkloadStatusView {
     pub available_replicas: Option<i32>,
     /// The generation the controller has acted on.
     pub observed_generation: Option<i64>,
+    /// A StatefulSet's revision of the pods it has not updated yet.
+    #[serde(borrow)]
+    pub current_revision: Option<&'a str>,
+    /// A StatefulSet's revision of its current spec.
+    #[serde(borrow)]
+    pub update_revision: Option<&'a str>,
+    /// A Deployment's conditions (`Progressing` says when its progress deadline passed).
+    #[serde(borrow)]
+    pub conditions: Vec<WorkloadConditionView<'a>>,
+}
+
+/// One of a workload's `status.conditions`: type and reason only.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct WorkloadConditionView<'a> {
+    /// E.g. `Progressing`, `Available`.
+    #[serde(rename = "type")]
+    pub type_: &'a str,
+    /// E.g. `ProgressDeadlineExceeded`.
+    #[serde(borrow)]
+    pub reason: Option<&'a str>,
+}
+
+/// Where the rollout of a workload stands, by `kubectl rollout status`'s rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rollout {
+    /// Every pod runs the workload's current spec and is ready (available, for Deployments).
+    Complete,
+    /// Not yet: `reason` is CamelCase (for a condition), `message` says what is awaited.
+    Pending {
+        /// CamelCase, e.g. `RolloutInProgress`.
+        reason: &'static str,
+        /// What the rollout waits for.
+        message: String,
+    },
+    /// It will not complete by itself: the Deployment's progress deadline passed, or the
+    /// kind has no rollout rules here.
+    Failed {
+        /// CamelCase, e.g. `ProgressDeadlineExceeded`.
+        reason: &'static str,
+        /// Why.
+        message: String,
+    },
+}
+
+impl Rollout {
+    /// Whether the rollout is complete.
+    pub fn is_complete(&self) -> bool {
+        matches!(self, Rollout::Complete)
+    }
+
+    /// A CamelCase reason: `RolloutComplete`, or the pending or failed reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Rollout::Complete => "RolloutComplete",
+            Rollout::Pending { reason, .. } | Rollout::Failed { reason, .. } => reason,
+        }
+    }
+
+    /// What is awaited, or why it failed; `rolled out` when complete.
+    pub fn message(&self) -> &str {
+        match self {
+            Rollout::Complete => "rolled out",
+            Rollout::Pending { message, .. } | Rollout::Failed { message, .. } => message,
+        }
+    }
+
+    fn pending(reason: &'static str, message: String) -> Self {
+        Rollout::Pending { reason, message }
+    }
+}
+
+impl<'a> WorkloadView<'a> {
+    /// The spec hash the SDK stamped on this workload when the plugin returned it, if any.
+    pub fn spec_hash(&self) -> Option<&'a str> {
+        self.metadata.annotations.spec_hash
+    }
+
+    /// Whether this observed workload carries the spec that `desired` holds for it (the child
+    /// of the same kind and name): false when the plugin just changed it, until the host
+    /// has applied it. See the module documentation.
+    pub fn is_current(&self, desired: &crate::Desired) -> bool {
+        let wanted = desired
+            .children
+            .iter()
+            .find(|c| {
+                c["apiVersion"] == self.api_version
+                    && c["kind"] == self.kind
+                    && c["metadata"]["name"] == self.metadata.name
+            })
+            .and_then(|c| c["metadata"]["annotations"][SPEC_HASH_ANNOTATION].as_str());
+        wanted.is_some() && wanted == self.spec_hash()
+    }
+
+    /// The rollout of the spec `desired` holds for this workload: [`Rollout::Pending`] with
+    /// reason `SpecNotApplied` while the observed workload carries another spec (see
+    /// [`WorkloadView::is_current`]), else [`WorkloadView::rollout`]. A status that says
+    /// "ready" only when this is complete tells the truth about the parent's generation.
+    pub fn rollout_of(&self, desired: &crate::Desired) -> Rollout {
+        if self.is_current(desired) {
+            self.rollout()
+        } else {
+            Rollout::pending(
+                "SpecNotApplied",
+                format!(
+                    "the {} does not carry the desired spec yet",
+                    self.kind_name()
+                ),
+            )
+        }
+    }
+
+    /// The rollout of this workload's own current spec, by `kubectl rollout status`'s rules
+    /// for its kind (Deployment, StatefulSet). It knows nothing of what the plugin desires:
+    /// see [`WorkloadView::rollout_of`].
+    pub fn rollout(&self) -> Rollout {
+        match self.kind {
+            "Deployment" => self.deployment_rollout(),
+            "StatefulSet" => self.stateful_set_rollout(),
+            other => Rollout::Failed {
+                reason: "UnsupportedKind",
+                message: format!("no rollout rules for kind {other:?}"),
+            },
+        }
+    }
+
+    fn kind_name(&self) -> String {
+        format!("{} {:?}", self.kind, self.metadata.name)
+    }
+
+    /// The observed generation, when the controller has acted on the current spec.
+    fn spec_observed(&self) -> bool {
+        let observed = self.status.observed_generation.unwrap_or(0);
+        observed > 0 && self.metadata.generation.is_some_and(|g| g <= observed)
+    }
+
+    fn not_observed(&self) -> Rollout {
+        Rollout::pending(
+            "SpecNotObserved",
+            format!(
+                "waiting for the {} controller to observe its spec",
+                self.kind
+            ),
+        )
+    }
+
+    /// kubectl's `DeploymentStatusViewer`.
+    fn deployment_rollout(&self) -> Rollout {
+        if !self.spec_observed() {
+            return self.not_observed();
+        }
+        let status = &self.status;
+        let progressing = status.conditions.iter().find(|c| c.type_ == "Progressing");
+        if progressing.is_some_and(|c| c.reason == Some("ProgressDeadlineExceeded")) {
+            return Rollout::Failed {
+                reason: "ProgressDeadlineExceeded",
+                message: format!("{} exceeded its progress deadline", self.kind_name()),
+            };
+        }
+        let updated = status.updated_replicas.unwrap_or(0);
+        let total = status.replicas.unwrap_or(0);
+        let available = status.available_replicas.unwrap_or(0);
+        if let Some(wanted) = self.spec.replicas.filter(|&wanted| updated < wanted) {
+            return Rollout::pending(
+                "RolloutInProgress",
+                format!("{updated} of {wanted} new replicas have been updated"),
+            );
+        }
+        if total > updated {
+            return Rollout::pending(
+                "RolloutInProgress",
+                format!("{} old replicas are pending termination", total - updated),
+            );
+        }
+        if available < updated {
+            return Rollout::pending(
+                "RolloutInProgress",
+                format!("{available} of {updated} updated replicas are available"),
+            );
+        }
+        Rollout::Complete
+    }
+
+    /// kubectl's `StatefulSetStatusViewer`, with a missing partition read as 0 (the API
+    /// server's default) and, for `OnDelete` (where kubectl has no rule), the same as an
+    /// unpartitioned rolling update: every pod updated and ready.
+    fn stateful_set_rollout(&self) -> Rollout {
+        if !self.spec_observed() {
+            return self.not_observed();
+        }
+        let status = &self.status;
+        let ready = status.ready_replicas.unwrap_or(0);
+        let updated = status.updated_replicas.unwrap_or(0);
+        if let Some(wanted) = self.spec.replicas.filter(|&wanted| ready < wanted) {
+            return Rollout::pending(
+                "RolloutInProgress",
+                format!("waiting for {} pods to be ready", wanted - ready),
+            );
+        }
+        let strategy = &self.spec.update_strategy;
+        let on_delete = strategy.type_ == Some("OnDelete");
+        let partition = match (&strategy.rolling_update, on_delete) {
+            (_, true) => Some(0),
+            (Some(rolling), false) => Some(rolling.partition.unwrap_or(0)),
+            (None, false) => None,
+        };
+        match (partition, self.spec.replicas) {
+            (Some(partition), Some(wanted)) if updated < wanted - partition => Rollout::pending(
+                "RolloutInProgress",
+                format!(
+                    "{updated} of {} new pods have been updated",
+                    wanted - partition
+                ),
+            ),
+            (Some(_), _) => Rollout::Complete,
+            (None, _) if status.update_revision != status.current_revision => Rollout::pending(
+                "RolloutInProgress",
+                format!(
+                    "waiting for the rolling update to revision {} ({updated} pods updated)",
+                    status.update_revision.unwrap_or("")
+                ),
+            ),
+            (None, _) => Rollout::Complete,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Desired, Observed, child_meta};
+    use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet};
+    use k8s_openapi::api::core::v1::Service;
+    use serde_json::json;
+
+    /// A Deployment of generation 2 with `spec.replicas` and the given status.
+    fn deployment(replicas: i32, status: Value) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "d", "generation": 2},
+               "spec": {"replicas": replicas}, "status": status})
+    }
+
+    fn rollout(object: &Value) -> Rollout {
+        WorkloadView::deserialize(object).unwrap().rollout()
+    }
+
+    fn pending_reason(object: &Value) -> &'static str {
+        let rollout = rollout(object);
+        assert!(!rollout.is_complete(), "{rollout:?}");
+        rollout.reason()
+    }
+
+    #[test]
+    fn a_deployment_is_complete_when_every_replica_is_updated_and_available() {
+        let done = deployment(
+            2,
+            json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2,
+                   "availableReplicas": 2, "readyReplicas": 2}),
+        );
+        assert_eq!(rollout(&done), Rollout::Complete);
+    }
+
+    #[test]
+    fn a_deployment_whose_spec_is_not_observed_is_pending() {
+        // The counters describe generation 1: they say nothing of generation 2.
+        let stale = deployment(
+            2,
+            json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
+                   "availableReplicas": 2}),
+        );
+        assert_eq!(pending_reason(&stale), "SpecNotObserved");
+        let never = deployment(
+            2,
+            json!({"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}),
+        );
+        assert_eq!(pending_reason(&never), "SpecNotObserved");
+    }
+
+    #[test]
+    fn a_deployment_past_its_progress_deadline_has_failed() {
+        let stuck = deployment(
+            2,
+            json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2,
+                   "availableReplicas": 2,
+                   "conditions": [{"type": "Available", "reason": "MinimumReplicasAvailable"},
+                                  {"type": "Progressing", "reason": "ProgressDeadlineExceeded"}]}),
+        );
+        let rollout = rollout(&stuck);
+        assert!(matches!(rollout, Rollout::Failed { .. }), "{rollout:?}");
+        assert_eq!(rollout.reason(), "ProgressDeadlineExceeded");
+    }
+
+    #[test]
+    fn a_deployment_with_fewer_updated_replicas_than_desired_is_pending() {
+        // Scaling up: nothing old remains and all are available, but 2 of 3 exist.
+        let short = deployment(
+            3,
+            json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2,
+                   "availableReplicas": 2}),
+        );
+        assert_eq!(pending_reason(&short), "RolloutInProgress");
+        assert!(rollout(&short).message().contains("2 of 3 new replicas"));
+    }
+
+    #[test]
+    fn a_deployment_with_old_replicas_left_is_pending() {
+        // Every new replica is there and available; one old pod has not terminated yet.
+        let surge = deployment(
+            2,
+            json!({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 2,
+                   "availableReplicas": 3}),
+        );
+        assert_eq!(pending_reason(&surge), "RolloutInProgress");
+        assert!(rollout(&surge).message().contains("1 old replicas"));
+    }
+
+    #[test]
+    fn a_deployment_with_updated_replicas_not_available_is_pending() {
+        let starting = deployment(
+            2,
+            json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2,
+                   "availableReplicas": 1, "readyReplicas": 2}),
+        );
+        assert_eq!(pending_reason(&starting), "RolloutInProgress");
+        assert!(rollout(&starting).message().contains("1 of 2 updated"));
+    }
+
+    /// A StatefulSet of generation 5 with 3 replicas, `strategy` and the given status.
+    fn stateful_set(strategy: Value, status: Value) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+               "metadata": {"name": "s", "generation": 5},
+               "spec": {"replicas": 3, "updateStrategy": strategy}, "status": status})
+    }
+
+    fn rolling(partition: i32) -> Value {
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": partition}})
+    }
+
+    #[test]
+    fn a_stateful_set_is_complete_when_every_pod_is_updated_and_ready() {
+        let done = stateful_set(
+            rolling(0),
+            json!({"observedGeneration": 5, "replicas": 3, "readyReplicas": 3,
+                   "updatedReplicas": 3, "currentRevision": "s-2", "updateRevision": "s-2"}),
+        );
+        assert_eq!(rollout(&done), Rollout::Complete);
+    }
+
+    #[test]
+    fn a_stateful_set_whose_spec_is_not_observed_is_pending() {
+        let stale = stateful_set(
+            rolling(0),
+            json!({"observedGeneration": 4, "replicas": 3, "readyReplicas": 3,
+                   "updatedReplicas": 3}),
+        );
+        assert_eq!(pending_reason(&stale), "SpecNotObserved");
+    }
+
+    #[test]
+    fn a_stateful_set_with_pods_not_ready_is_pending() {
+        // Every pod is of the new revision, one is not ready yet.
+        let starting = stateful_set(
+            rolling(0),
+            json!({"observedGeneration": 5, "replicas": 3, "readyReplicas": 2,
+                   "updatedReplicas": 3, "currentRevision": "s-2", "updateRevision": "s-2"}),
+        );
+        assert_eq!(pending_reason(&starting), "RolloutInProgress");
+        assert!(rollout(&starting).message().contains("1 pods to be ready"));
+    }
+
+    #[test]
+    fn a_stateful_set_counts_updated_pods_above_its_partition() {
+        // All ready, but only 2 of 3 pods run the new revision.
+        let status = json!({"observedGeneration": 5, "replicas": 3, "readyReplicas": 3,
+                            "updatedReplicas": 2, "currentRevision": "s-1",
+                            "updateRevision": "s-2"});
+        let unpartitioned = stateful_set(rolling(0), status.clone());
+        assert_eq!(pending_reason(&unpartitioned), "RolloutInProgress");
+        // With partition 1, pod 0 keeps the old revision by design.
+        assert_eq!(
+            rollout(&stateful_set(rolling(1), status)),
+            Rollout::Complete
+        );
+        // A missing partition is the API server's default, 0.
+        let defaulted = stateful_set(
+            json!({"type": "RollingUpdate", "rollingUpdate": {}}),
+            json!({"observedGeneration": 5, "replicas": 3, "readyReplicas": 3,
+                   "updatedReplicas": 2}),
+        );
+        assert_eq!(pending_reason(&defaulted), "RolloutInProgress");
+    }
+
+    #[test]
+    fn a_stateful_set_without_rolling_update_settings_compares_revisions() {
+        let status = |current: &str| {
+            json!({"observedGeneration": 5, "replicas": 3, "readyReplicas": 3,
+                   "updatedReplicas": 3, "currentRevision": current, "updateRevision": "s-2"})
+        };
+        let strategy = json!({"type": "RollingUpdate"});
+        assert_eq!(
+            pending_reason(&stateful_set(strategy.clone(), status("s-1"))),
+            "RolloutInProgress"
+        );
+        assert_eq!(
+            rollout(&stateful_set(strategy, status("s-2"))),
+            Rollout::Complete
+        );
+    }
+
+    #[test]
+    fn an_on_delete_stateful_set_is_complete_only_once_every_pod_is_updated() {
+        let status = |updated: i32| {
+            json!({"observedGeneration": 5, "replicas": 3, "readyReplicas": 3,
+                   "updatedReplicas": updated})
+        };
+        let on_delete = json!({"type": "OnDelete"});
+        assert_eq!(
+            pending_reason(&stateful_set(on_delete.clone(), status(2))),
+            "RolloutInProgress"
+        );
+        assert_eq!(
+            rollout(&stateful_set(on_delete, status(3))),
+            Rollout::Complete
+        );
+    }
+
+    #[test]
+    fn kinds_without_rollout_rules_are_not_complete() {
+        let daemon_set = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                "metadata": {"name": "x", "generation": 1},
+                                "status": {"observedGeneration": 1}});
+        assert_eq!(rollout(&daemon_set).reason(), "UnsupportedKind");
+    }
+
+    fn desired_deployment(image: &str) -> Desired {
+        let mut desired = Desired::new();
+        desired
+            .child(&Deployment {
+                metadata: child_meta("d", Default::default()),
+                spec: Some(DeploymentSpec {
+                    replicas: Some(2),
+                    template: serde_json::from_value(
+                        json!({"spec": {"containers": [{"name": "c", "image": image}]}}),
+                    )
+                    .unwrap(),
+                    ..DeploymentSpec::default()
+                }),
+                status: None,
+            })
+            .unwrap();
+        desired
+    }
+
+    /// What the API server would hold after applying `desired`'s Deployment: its spec (plus a
+    /// defaulted field), its annotations, generation 2, and a complete rollout.
+    fn applied(desired: &Desired) -> Value {
+        let mut object = desired.children[0].clone();
+        object["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] =
+            json!("IfNotPresent");
+        object["metadata"]["generation"] = json!(2);
+        object["status"] = json!({"observedGeneration": 2, "replicas": 2,
+                                  "updatedReplicas": 2, "availableReplicas": 2});
+        object
+    }
+
+    #[test]
+    fn workloads_are_stamped_with_the_hash_of_their_spec_and_nothing_else_is() {
+        let a = desired_deployment("memcached:1");
+        let hash = |d: &Desired| {
+            d.children[0]["metadata"]["annotations"][SPEC_HASH_ANNOTATION]
+                .as_str()
+                .map(str::to_string)
+        };
+        assert_eq!(hash(&a).unwrap().len(), 64);
+        assert_eq!(hash(&a), hash(&desired_deployment("memcached:1")));
+        assert_ne!(hash(&a), hash(&desired_deployment("memcached:2")));
+        // The pod template is not annotated: stamping must never roll the pods.
+        assert!(a.children[0]["spec"]["template"].get("metadata").is_none());
+        let mut service = Desired::new();
+        service
+            .child(&Service {
+                metadata: child_meta("d", Default::default()),
+                ..Service::default()
+            })
+            .unwrap();
+        assert!(service.children[0]["metadata"].get("annotations").is_none());
+    }
+
+    #[test]
+    fn the_rollout_of_a_changed_spec_is_pending_until_the_workload_carries_it() {
+        let old = desired_deployment("memcached:1");
+        let new = desired_deployment("memcached:2");
+        let observed = Observed::new(vec![applied(&old)]);
+        let view = observed
+            .view::<Deployment, WorkloadView>("d")
+            .unwrap()
+            .unwrap();
+        // Fully rolled out, and defaulted by the API server: current for what was applied...
+        assert_eq!(view.rollout(), Rollout::Complete);
+        assert!(view.is_current(&old));
+        assert_eq!(view.rollout_of(&old), Rollout::Complete);
+        // ...but not for the spec the plugin is about to apply.
+        assert!(!view.is_current(&new));
+        assert_eq!(view.rollout_of(&new).reason(), "SpecNotApplied");
+        // A workload applied before the SDK stamped it is not current either.
+        let mut unstamped = applied(&old);
+        unstamped["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("annotations");
+        let observed = Observed::new(vec![unstamped]);
+        let view = observed
+            .view::<Deployment, WorkloadView>("d")
+            .unwrap()
+            .unwrap();
+        assert_eq!(view.rollout_of(&old).reason(), "SpecNotApplied");
+        // Nor is a workload the plugin does not desire (another kind of the same name).
+        let mut other_kind = applied(&old);
+        other_kind["kind"] = json!("StatefulSet");
+        let observed = Observed::new(vec![other_kind]);
+        let view = observed
+            .view::<StatefulSet, WorkloadView>("d")
+            .unwrap()
+            .unwrap();
+        assert!(!view.is_current(&old));
+    }
 }
