@@ -2,11 +2,14 @@
 // tests: etcd embedded in this process, and kube-apiserver,
 // kube-controller-manager, kube-scheduler and kwok (fake nodes) as children.
 //
-//	devcluster up --dir target/devcluster [--bin DIR] [--nodes 3]
+//	devcluster up --dir target/devcluster [--bin DIR] [--nodes 3] [--owner-pid PID]
+//	devcluster fault --dir DIR (stop|start|restart) (kube-apiserver|etcd) [--down-for D]
 //
 // It writes DIR/kubeconfig once the API is ready and the fake nodes are
-// Ready, then runs until SIGTERM/SIGINT, when it stops every child. Children
-// also die if this process is SIGKILLed (Pdeathsig).
+// Ready, then runs until SIGTERM/SIGINT (or until the owner process exits),
+// when it stops every child. Children also die if this process is SIGKILLed
+// (Pdeathsig). While it runs, `devcluster fault` stops and starts its
+// kube-apiserver or etcd on request (see fault.go).
 package main
 
 import (
@@ -38,9 +41,15 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
+const usage = `usage: devcluster up --dir DIR [--bin DIR] [--nodes N] [--ready-timeout D] [--owner-pid PID]
+       devcluster fault --dir DIR (stop|start|restart) (kube-apiserver|etcd) [--down-for D] [--timeout D]`
+
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "fault" {
+		os.Exit(faultMain(os.Args[2:]))
+	}
 	if len(os.Args) < 2 || os.Args[1] != "up" {
-		fmt.Fprintln(os.Stderr, "usage: devcluster up --dir DIR [--bin DIR] [--nodes N] [--ready-timeout D]")
+		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
 	}
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
@@ -48,9 +57,10 @@ func main() {
 	bin := fs.String("bin", "", "directory of kube-apiserver, kube-controller-manager, kube-scheduler, kwok (default: next to this binary)")
 	nodes := fs.Int("nodes", 3, "number of fake (kwok) nodes")
 	readyTimeout := fs.Duration("ready-timeout", 90*time.Second, "give up if the cluster is not ready by then")
+	ownerPID := fs.Int("owner-pid", 0, "stop once the process with this pid has exited (0: run until signalled)")
 	_ = fs.Parse(os.Args[2:])
 
-	if err := up(*dir, *bin, *nodes, *readyTimeout); err != nil {
+	if err := up(*dir, *bin, *nodes, *readyTimeout, *ownerPID); err != nil {
 		logf("error: %v", err)
 		os.Exit(1)
 	}
@@ -73,7 +83,7 @@ type state struct {
 	ReadyTime float64        `json:"readySeconds"`
 }
 
-func up(dir, bin string, nodeCount int, readyTimeout time.Duration) (err error) {
+func up(dir, bin string, nodeCount int, readyTimeout time.Duration, ownerPID int) (err error) {
 	dir, err = filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -91,7 +101,7 @@ func up(dir, bin string, nodeCount int, readyTimeout time.Duration) (err error) 
 		}
 	}
 	// A stale kubeconfig would make a half-started cluster look ready.
-	for _, f := range []string{"kubeconfig", "state.json"} {
+	for _, f := range []string{"kubeconfig", "state.json", faultSocket} {
 		_ = os.Remove(filepath.Join(dir, f))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "devcluster.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
@@ -100,6 +110,9 @@ func up(dir, bin string, nodeCount int, readyTimeout time.Duration) (err error) 
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
+	if ownerPID > 0 {
+		ctx = stopWithOwner(ctx, ownerPID)
+	}
 
 	ports, err := freePorts("etcd-client", "etcd-peer", "apiserver")
 	if err != nil {
@@ -118,12 +131,12 @@ func up(dir, bin string, nodeCount int, readyTimeout time.Duration) (err error) 
 	etcdDir := filepath.Join(dir, "etcd-data")
 	_ = os.RemoveAll(etcdDir)
 	defer os.RemoveAll(etcdDir)
-	etcd, err := startEtcd(etcdDir, filepath.Join(dir, "logs", "etcd.log"), ports["etcd-client"], ports["etcd-peer"])
-	if err != nil {
+	etcd := &etcdServer{dataDir: etcdDir, logFile: filepath.Join(dir, "logs", "etcd.log"),
+		clientPort: ports["etcd-client"], peerPort: ports["etcd-peer"]}
+	if err := etcd.start(); err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
-	var closeEtcd sync.Once
-	stopEtcd := func() { closeEtcd.Do(etcd.Close) }
+	stopEtcd := etcd.stop
 	defer stopEtcd()
 	logf("etcd ready on 127.0.0.1:%d", ports["etcd-client"])
 
@@ -302,6 +315,13 @@ func up(dir, bin string, nodeCount int, readyTimeout time.Duration) (err error) 
 	}
 	logf("ready: Kubernetes %s at %s; kubeconfig %s", st.Version, st.Server, filepath.Join(dir, "kubeconfig"))
 
+	faults := &faultInjector{dir: dir, sup: sup, etcd: etcd, client: client, state: st}
+	closeFaults, err := faults.serve(ctx)
+	if err != nil {
+		return fmt.Errorf("fault socket: %w", err)
+	}
+	defer closeFaults()
+
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -310,6 +330,8 @@ func up(dir, bin string, nodeCount int, readyTimeout time.Duration) (err error) 
 		runErr = fmt.Errorf("%s exited unexpectedly (see %s)", name, filepath.Join(dir, "logs", name+".log"))
 	}
 	_ = os.Remove(filepath.Join(dir, "kubeconfig"))
+	// A fault in progress (aborted by ctx) must not start a child behind stopAll.
+	closeFaults()
 	sup.stopAll()
 	stopEtcd()
 	_ = os.Remove(filepath.Join(dir, "state.json"))
@@ -336,6 +358,39 @@ func freePorts(names ...string) (map[string]int, error) {
 		ports[n] = l.Addr().(*net.TCPAddr).Port
 	}
 	return ports, nil
+}
+
+// etcdServer is the embedded etcd, which a fault may stop and start again in
+// this process on the same data dir and ports.
+type etcdServer struct {
+	dataDir, logFile     string
+	clientPort, peerPort int
+
+	mu sync.Mutex
+	e  *embed.Etcd
+}
+
+func (s *etcdServer) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.e != nil {
+		return nil
+	}
+	e, err := startEtcd(s.dataDir, s.logFile, s.clientPort, s.peerPort)
+	if err != nil {
+		return err
+	}
+	s.e = e
+	return nil
+}
+
+func (s *etcdServer) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.e != nil {
+		s.e.Close()
+		s.e = nil
+	}
 }
 
 func startEtcd(dataDir, logFile string, clientPort, peerPort int) (*embed.Etcd, error) {
@@ -460,8 +515,16 @@ type supervisor struct {
 	order    []string
 	procs    map[string]*exec.Cmd
 	done     map[string]chan struct{}
+	specs    map[string]childSpec
+	stopped  map[string]bool // stopped on purpose (a fault): its exit is not a death
 	stopping bool
 	dead     string
+}
+
+// childSpec is how a child was started, so a fault can start it again alike.
+type childSpec struct {
+	path string
+	args []string
 }
 
 type spawnReq struct {
@@ -471,11 +534,13 @@ type spawnReq struct {
 
 func newSupervisor(logDir string) *supervisor {
 	s := &supervisor{
-		logDir: logDir,
-		spawn:  make(chan spawnReq),
-		died:   make(chan string, 8),
-		procs:  map[string]*exec.Cmd{},
-		done:   map[string]chan struct{}{},
+		logDir:  logDir,
+		spawn:   make(chan spawnReq),
+		died:    make(chan string, 8),
+		procs:   map[string]*exec.Cmd{},
+		done:    map[string]chan struct{}{},
+		specs:   map[string]childSpec{},
+		stopped: map[string]bool{},
 	}
 	go func() {
 		runtime.LockOSThread()
@@ -491,7 +556,15 @@ func (s *supervisor) start(ctx context.Context, name, path string, args []string
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	logFile, err := os.Create(filepath.Join(s.logDir, name+".log"))
+	s.mu.Lock()
+	_, again := s.specs[name]
+	s.mu.Unlock()
+	// A restarted child appends to its log, so what led to the fault stays readable.
+	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if again {
+		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	logFile, err := os.OpenFile(filepath.Join(s.logDir, name+".log"), flags, 0o644)
 	if err != nil {
 		return err
 	}
@@ -507,20 +580,26 @@ func (s *supervisor) start(ctx context.Context, name, path string, args []string
 	logf("started %s (pid %d): %s %s", name, cmd.Process.Pid, path, strings.Join(args, " "))
 	done := make(chan struct{})
 	s.mu.Lock()
-	s.order = append(s.order, name)
+	if !again {
+		s.order = append(s.order, name)
+	}
 	s.procs[name] = cmd
 	s.done[name] = done
+	s.specs[name] = childSpec{path, args}
+	s.stopped[name] = false
 	s.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
 		logFile.Close()
-		close(done)
+		// Read the flags before closing done: once done is closed, a fault
+		// may start this child again and clear stopped[name].
 		s.mu.Lock()
-		stopping := s.stopping
+		stopping := s.stopping || s.stopped[name]
 		if !stopping && s.dead == "" {
 			s.dead = name
 		}
 		s.mu.Unlock()
+		close(done)
 		if !stopping {
 			logf("%s exited: %v", name, err)
 			s.died <- name
@@ -546,6 +625,59 @@ func (s *supervisor) pids() map[string]int {
 	return m
 }
 
+// stopOne stops one child on purpose (a fault) and waits until it is gone.
+func (s *supervisor) stopOne(name string) error {
+	s.mu.Lock()
+	cmd, done := s.procs[name], s.done[name]
+	if cmd == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("no child named %s", name)
+	}
+	s.stopped[name] = true
+	s.mu.Unlock()
+	// A short grace: the apiserver stops listening at once on SIGTERM, but its
+	// exit then hangs for more than 10 s on open watches; a fault wants it gone.
+	s.terminate(name, cmd, done, time.Second)
+	return nil
+}
+
+// startAgain starts a child stopped by stopOne with the same command line;
+// a running child is left alone.
+func (s *supervisor) startAgain(ctx context.Context, name string) error {
+	s.mu.Lock()
+	spec, ok := s.specs[name]
+	done := s.done[name]
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no child named %s", name)
+	}
+	select {
+	case <-done:
+	default:
+		return nil
+	}
+	return s.start(ctx, name, spec.path, spec.args)
+}
+
+// terminate sends SIGTERM to the child's process group, SIGKILL after grace,
+// and waits for it.
+func (s *supervisor) terminate(name string, cmd *exec.Cmd, done chan struct{}, grace time.Duration) {
+	select {
+	case <-done:
+		return
+	default:
+	}
+	// Signal the whole process group in case a child forked helpers.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		logf("%s did not stop in %s; killing it", name, grace)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
 // stopAll stops children in reverse start order (kwok first, apiserver
 // last), SIGTERM then SIGKILL after a grace period, and waits for each.
 func (s *supervisor) stopAll() {
@@ -558,19 +690,6 @@ func (s *supervisor) stopAll() {
 		s.mu.Lock()
 		cmd, done := s.procs[name], s.done[name]
 		s.mu.Unlock()
-		select {
-		case <-done:
-			continue
-		default:
-		}
-		// Signal the whole process group in case a child forked helpers.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			logf("%s did not stop in 10s; killing it", name)
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+		s.terminate(name, cmd, done, 10*time.Second)
 	}
 }

@@ -5,6 +5,8 @@
 #
 # State dir: $DEVCLUSTER_DIR, default <repo>/target/devcluster; the admin
 # kubeconfig is <state dir>/kubeconfig, kubectl is <state dir>/bin/kubectl.
+# With $DEVCLUSTER_OWNER_PID set, a cluster this script starts stops by itself
+# once that process has exited (a cluster already running keeps its owner).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -37,9 +39,13 @@ if alive "$pid"; then
 fi
 
 rm -f "$dir/devcluster.pid" "$dir/kubeconfig"
+owner=()
+if [ -n "${DEVCLUSTER_OWNER_PID:-}" ]; then
+	owner=(--owner-pid "$DEVCLUSTER_OWNER_PID")
+fi
 # setsid+nohup: the cluster outlives this script and the caller's terminal;
 # fd 8 (the lock) must not be inherited or it would be held forever.
-setsid nohup "$bin/devcluster" up --dir "$dir" --bin "$bin" \
+setsid nohup "$bin/devcluster" up --dir "$dir" --bin "$bin" "${owner[@]}" \
 	>"$dir/logs/devcluster.log" 2>&1 </dev/null 8>&- &
 
 fail() {
