@@ -1,19 +1,21 @@
-//! The `operator-host` command line: parse, configure, run.
+//! The `operator-host` command line: parse, configure, run. This is the binary's edge (the
+//! only module that uses `anyhow`); it lives in the library so that test binaries (the
+//! fault-injection tests' crashable host) run exactly this command line.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::controller::{self, ControllerConfig, RunConfig};
+use crate::plan::PlanError;
+use crate::plugin::Plugin;
+use crate::policy::Policy;
+use crate::rbac;
+use crate::render;
+use crate::runtime::{CONTRACT, CompileCache, Limits, Runtime, RuntimeConfig};
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use operator_host::controller::{self, ControllerConfig, RunConfig};
-use operator_host::plan::PlanError;
-use operator_host::plugin::Plugin;
-use operator_host::policy::Policy;
-use operator_host::rbac;
-use operator_host::render;
-use operator_host::runtime::{CONTRACT, CompileCache, Limits, Runtime, RuntimeConfig};
 
 /// Exit code when the plugin rejected the input (an invalid spec).
 const EXIT_REJECTED: u8 = 3;
@@ -143,7 +145,8 @@ enum Format {
     Json,
 }
 
-fn main() -> ExitCode {
+/// Runs the command line of the process; returns its exit code.
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -173,12 +176,8 @@ fn exit_code(error: &anyhow::Error) -> u8 {
         };
     }
     if error.downcast_ref::<render::Error>().is_some()
-        || error
-            .downcast_ref::<operator_host::plugin::Error>()
-            .is_some()
-        || error
-            .downcast_ref::<operator_host::policy::Error>()
-            .is_some()
+        || error.downcast_ref::<crate::plugin::Error>().is_some()
+        || error.downcast_ref::<crate::policy::Error>().is_some()
     {
         return EXIT_USAGE;
     }
@@ -330,7 +329,7 @@ async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> 
     kube::Client::try_from(config).context("creating the Kubernetes client")
 }
 
-fn load(runtime: &Arc<Runtime>, path: &Path) -> Result<Plugin, operator_host::plugin::Error> {
+fn load(runtime: &Arc<Runtime>, path: &Path) -> Result<Plugin, crate::plugin::Error> {
     Plugin::load(runtime, path)
 }
 

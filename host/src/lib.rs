@@ -9,9 +9,13 @@
 //! - [`controller`]: the run loop against the API server (watch, apply, prune, status).
 //! - [`registry`]: which version each plugin file serves; hot reload decisions.
 //! - [`watch`]: the debounced watcher of the plugin directory.
+//! - [`cli`]: the `operator-host` command line (the binary's edge).
 //! - [`metrics`]: Prometheus metrics and health endpoints.
+//! - [`faults`]: crash points for fault-injection tests (empty unless built with `fault-injection`).
 
+pub mod cli;
 pub mod controller;
+pub mod faults;
 pub mod metrics;
 pub mod plan;
 pub mod plugin;

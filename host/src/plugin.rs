@@ -53,6 +53,12 @@ impl KindRef {
             && object["apiVersion"].as_str() == Some(self.api_version().as_str())
     }
 
+    /// Whether `other` is the same kind, whatever the version: the same objects, served under
+    /// several API versions.
+    pub fn same_kind(&self, other: &KindRef) -> bool {
+        self.group == other.group && self.kind == other.kind
+    }
+
     /// The kube-rs dynamic API resource of this kind.
     pub fn api_resource(&self) -> kube::core::ApiResource {
         kube::core::ApiResource {

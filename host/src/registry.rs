@@ -166,22 +166,31 @@ impl Registry {
             if entry.rejected_hash.as_deref() == Some(hash.as_str()) {
                 continue;
             }
-            match self.load(path, &bytes, &files) {
-                Ok(new) => proposals.push(match served {
-                    Some(old) => Proposal::Replace { old, new },
-                    None => Proposal::Add { plugin: new },
-                }),
-                Err(error) => self.reject_content(path, &hash, served.as_deref(), &error),
+            let new = match self.load(path, &bytes) {
+                Ok(new) => new,
+                Err(error) => {
+                    self.reject_content(path, &hash, served.as_deref(), &error);
+                    continue;
+                }
+            };
+            if let Some(conflict) = self.kind_taken(&new, &files, &proposals) {
+                // Not remembered by hash: once the other file goes, this one is served.
+                self.count_reload(&new.decl.name, "rejected");
+                tracing::error!(path = %path.display(), sha256 = %hash, error = %conflict, "plugin not loaded");
+                continue;
             }
+            proposals.push(match served {
+                Some(old) => Proposal::Replace { old, new },
+                None => Proposal::Add { plugin: new },
+            });
         }
         self.entries
             .retain(|path, entry| entry.served.is_some() || files.contains(path));
         Ok(proposals)
     }
 
-    /// Loads `bytes` as the new content of `path`, and checks that no other file of `files`
-    /// serves its parent kind.
-    fn load(&self, path: &Path, bytes: &[u8], files: &[PathBuf]) -> Result<Arc<Plugin>, String> {
+    /// Loads `bytes` as the new content of `path`.
+    fn load(&self, path: &Path, bytes: &[u8]) -> Result<Arc<Plugin>, String> {
         let compiled = self
             .runtime
             .load_quick(path, bytes)
@@ -214,22 +223,40 @@ impl Registry {
                     .map_err(|e| e.to_string())?;
             }
         }
-        if let Some(other) = self
+        Ok(Arc::new(plugin))
+    }
+
+    /// Why `plugin` may not serve its parent kind: another file of `files` serves that kind,
+    /// in any API version, or is about to (`pending`).
+    fn kind_taken(
+        &self,
+        plugin: &Plugin,
+        files: &[PathBuf],
+        pending: &[Proposal],
+    ) -> Option<String> {
+        let path = plugin.path.as_path();
+        let served = self
             .entries
             .iter()
             .filter(|(other, _)| other.as_path() != path && files.contains(other))
-            .filter_map(|(_, e)| e.served.as_ref())
-            .find(|other| other.decl.parent == plugin.decl.parent)
-        {
-            // No name check is needed: names are file names, unique in the directory.
-            return Err(format!(
-                "{} reconciles {}, which {} already reconciles",
-                path.display(),
-                plugin.decl.parent,
-                other.path.display()
-            ));
-        }
-        Ok(Arc::new(plugin))
+            .filter_map(|(_, e)| e.served.as_ref());
+        let proposed = pending.iter().filter_map(|p| match p {
+            Proposal::Add { plugin } | Proposal::Replace { new: plugin, .. } => Some(plugin),
+            Proposal::Remove { .. } => None,
+        });
+        let other = served
+            .chain(proposed)
+            .filter(|other| other.path != path)
+            .find(|other| other.decl.parent.same_kind(&plugin.decl.parent))?;
+        // No name check is needed: names are file names, unique in the directory.
+        Some(format!(
+            "{} reconciles {}, which {} already reconciles (as {}): one kind has one plugin, \
+             whatever the API version",
+            path.display(),
+            plugin.decl.parent,
+            other.path.display(),
+            other.decl.parent
+        ))
     }
 
     fn reject_content(

@@ -514,3 +514,56 @@ async fn a_burst_of_writes_becomes_one_reload_of_the_final_content() {
     assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v2())));
     assert!(fixture.tier_ups.try_recv().is_err());
 }
+
+/// The hand-written plugin (host/tests/fixtures/many-memories.wat) named `name` (13
+/// characters, as its data layout wants) serving its kind in API version `version` (8).
+fn many_memories(name: &str, version: &str) -> Vec<u8> {
+    assert_eq!((name.len(), version.len()), (13, 8));
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/many-memories.wat");
+    let text = std::fs::read_to_string(fixture)
+        .unwrap()
+        .replace("\"many-memories\"", &format!("{name:?}"))
+        .replace("\"v1alpha1\"", &format!("{version:?}"))
+        // ... and in its CRD, a JSON string inside a WAT string.
+        .replace(r#"\"v1alpha1\""#, &format!(r#"\"{version}\""#));
+    wat::parse_str(&text).unwrap()
+}
+
+#[test]
+fn two_files_serving_one_kind_under_different_api_versions_are_refused() {
+    let mut fixture = Fixture::new();
+    // Both present at the first scan: only one of them is served.
+    std::fs::write(
+        fixture.path("many-memories.wasm"),
+        many_memories("many-memories", "v1alpha1"),
+    )
+    .unwrap();
+    std::fs::write(
+        fixture.path("many-memorie2.wasm"),
+        many_memories("many-memorie2", "v1alpha2"),
+    )
+    .unwrap();
+    let proposals = fixture.sync();
+    assert_eq!(proposals.len(), 1, "{proposals:?}");
+    assert_eq!(fixture.reloads("rejected"), 1);
+    let files = ["many-memories.wasm", "many-memorie2.wasm"];
+    let served: Vec<_> = files
+        .into_iter()
+        .filter(|f| fixture.served_hash(f).is_some())
+        .collect();
+    assert_eq!(served.len(), 1, "{served:?}");
+    // Refused again while the other serves, whatever its content; served once it is gone.
+    let other = files.into_iter().find(|f| *f != served[0]).unwrap();
+    assert!(fixture.sync().is_empty());
+    assert_eq!(fixture.served_hash(other), None);
+    std::fs::remove_file(fixture.path(served[0])).unwrap();
+    let proposals = fixture.sync();
+    assert!(
+        matches!(
+            proposals.as_slice(),
+            [Proposal::Remove { .. }, Proposal::Add { .. }]
+        ),
+        "{proposals:?}"
+    );
+    assert!(fixture.served_hash(other).is_some());
+}

@@ -212,6 +212,7 @@ pub async fn install_crd(client: &Client, plugin: &Plugin) -> Result<(), Error> 
             }
         }
     };
+    crate::faults::crash_point(crate::faults::Step::CrdInstall);
     wait_established(crds, plugin_name, &crd).await?;
     tracing::info!(plugin = %plugin_name, %crd, action, "CRD installed and established");
     Ok(())

@@ -13,6 +13,7 @@
 //! kinds changed), and a removed file stops them without touching what they manage.
 
 mod crd;
+mod handover;
 mod reconcile;
 
 use std::collections::HashMap;
@@ -42,7 +43,8 @@ use crate::runtime::Runtime;
 use crate::watch;
 
 pub use crd::install_crd;
-pub use reconcile::Error;
+pub use handover::PLUGIN_REMOVED;
+pub use reconcile::{Error, FINALIZER};
 
 /// The field manager of every write the host makes.
 pub const FIELD_MANAGER: &str = "operator-host";
@@ -479,27 +481,52 @@ impl Supervisor {
                 self.install_crd(plugin).await?;
                 self.start(path, plugin.clone());
             }
-            Proposal::Replace { new, .. } => {
+            Proposal::Replace { old, new } => {
                 self.install_crd(new).await?;
                 match self.controllers.get(&path) {
                     Some(controller) if !proposal.needs_restart() => {
                         controller.swap(new.clone(), true);
                     }
                     _ => {
-                        if let Some(old) = self.controllers.remove(&path) {
-                            old.stop().await;
+                        if let Some(running) = self.controllers.remove(&path) {
+                            running.stop().await;
                         }
                         self.start(path, new.clone());
                     }
                 }
+                self.hand_over(old, Some(new)).await;
             }
-            Proposal::Remove { .. } => {
-                if let Some(old) = self.controllers.remove(&path) {
-                    old.stop().await;
+            Proposal::Remove { old } => {
+                if let Some(running) = self.controllers.remove(&path) {
+                    running.stop().await;
                 }
+                self.hand_over(old, None).await;
             }
         }
         Ok(())
+    }
+
+    /// Deals with what `old` leaves behind now that `new` (or nothing) serves its file: its
+    /// parents holding the finalizer when nothing serves their kind any more, and the
+    /// children of kinds `new` no longer declares (see [`handover`]).
+    async fn hand_over(&self, old: &Plugin, new: Option<&Arc<Plugin>>) {
+        let namespaces = &self.config.controllers.namespaces;
+        match new {
+            None => {
+                let why = "was removed from the host";
+                handover::mark_parents_without_plugin(&self.client, old, namespaces, why).await;
+            }
+            Some(new) if !new.decl.parent.same_kind(&old.decl.parent) => {
+                let why = format!("now reconciles {} instead", new.decl.parent);
+                handover::mark_parents_without_plugin(&self.client, old, namespaces, &why).await;
+            }
+            Some(new) => {
+                let dropped = handover::dropped_kinds(&old.decl, &new.decl);
+                if !dropped.is_empty() {
+                    handover::prune_dropped_kinds(&self.client, old, &dropped, namespaces).await;
+                }
+            }
+        }
     }
 
     async fn install_crd(&self, plugin: &Plugin) -> Result<(), RunError> {

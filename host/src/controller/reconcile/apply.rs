@@ -1,0 +1,345 @@
+//! Applying a plan's children: server-side apply in plan order, each write carrying the UID
+//! the host believes the child has, and one event per child that changed.
+//!
+//! # Guarantees
+//! - A child that exists and is not controlled by this parent is never written
+//!   ([`Error::NotOwned`]).
+//! - A stale cache cannot make the host take over a namesake: the apply of a known child
+//!   carries its UID, a replaced object answers with a conflict, and the host re-reads it.
+//!
+//! # Caveats
+//! - Creating a child the host has never seen cannot carry a precondition (Kubernetes has none
+//!   for "does not exist" in an apply): an unowned object created in the few milliseconds
+//!   between the live read and the apply would be taken over.
+
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use serde_json::Value;
+
+use super::{Error, PluginContext, publish, spend_write};
+use crate::controller::{FIELD_MANAGER, api_for};
+use crate::faults;
+use crate::metrics::KindLabels;
+use crate::plan::Plan;
+use crate::plugin::{KindRef, Plugin};
+
+/// How one apply changed a child, as its event says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ChildChange {
+    Created,
+    Updated,
+}
+
+impl ChildChange {
+    fn reason(self) -> &'static str {
+        match self {
+            ChildChange::Created => "Created",
+            ChildChange::Updated => "Updated",
+        }
+    }
+}
+
+/// Server-side applies each child in plan order; returns how many changed.
+pub(super) async fn apply_children(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    plugin: &Plugin,
+    plan: &Plan,
+    observed: &[Value],
+) -> Result<usize, Error> {
+    let mut changed = 0;
+    for child in &plan.apply {
+        let Some(kind) = plugin.decl.children.iter().find(|k| k.matches(child)) else {
+            continue; // the plan only contains declared kinds
+        };
+        let name = child["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let api = api_for(&ctx.client, kind, parent.namespace().as_deref());
+        let cached = observed
+            .iter()
+            .find(|o| kind.matches(o) && o["metadata"]["name"] == name.as_str())
+            .cloned();
+        let before = match cached {
+            Some(cached) => Some(cached),
+            // Not in our caches: it must not exist, or be ours and not cached yet.
+            None => read_owned(&api, kind, &name, parent).await?,
+        };
+        let result = apply_believing(ctx, plugin, &api, kind, child, before.as_ref()).await;
+        let (before, after) = match result {
+            Err(Error::Apply { source, .. }) if is_uid_conflict(&source) => {
+                // The object the host believed in was deleted or replaced since its cache saw
+                // it: read what is there now and decide again, once.
+                tracing::debug!(kind = %kind, %name, "child replaced since cached; re-reading");
+                let live = read_owned(&api, kind, &name, parent).await?;
+                let after = apply_believing(ctx, plugin, &api, kind, child, live.as_ref()).await?;
+                (live, after)
+            }
+            result => (before, result?),
+        };
+        faults::crash_point(faults::Step::Apply);
+        ctx.metrics
+            .applies
+            .get_or_create(&KindLabels {
+                plugin: plugin.decl.name.clone(),
+                kind: kind.kind.clone(),
+            })
+            .inc();
+        let Some(change) = child_change(child, before.as_ref(), &after) else {
+            continue;
+        };
+        changed += 1;
+        let reason = change.reason();
+        let related = child_reference(kind, &after);
+        let note = format!("{reason} {} {name}", kind.kind);
+        publish(
+            ctx,
+            plugin,
+            parent,
+            EventType::Normal,
+            reason,
+            note,
+            Some(related),
+        )
+        .await;
+    }
+    Ok(changed)
+}
+
+/// The live object of that name, if it exists and is controlled by `parent`; an object
+/// of someone else's is [`Error::NotOwned`].
+async fn read_owned(
+    api: &Api<DynamicObject>,
+    kind: &KindRef,
+    name: &str,
+    parent: &DynamicObject,
+) -> Result<Option<Value>, Error> {
+    let existing = api.get_opt(name).await.map_err(|source| Error::Read {
+        kind: kind.kind.clone(),
+        name: name.to_string(),
+        source,
+    })?;
+    let Some(existing) = existing else {
+        return Ok(None);
+    };
+    if !is_controlled_by(&existing, parent) {
+        return Err(Error::NotOwned {
+            kind: kind.kind.clone(),
+            name: name.to_string(),
+        });
+    }
+    Ok(Some(serde_json::to_value(existing).unwrap_or(Value::Null)))
+}
+
+/// Applies `child`, carrying the UID of `believed` (the object the host thinks it is
+/// updating) as a precondition; a create carries none.
+async fn apply_believing(
+    ctx: &PluginContext,
+    plugin: &Plugin,
+    api: &Api<DynamicObject>,
+    kind: &KindRef,
+    child: &Value,
+    believed: Option<&Value>,
+) -> Result<Value, Error> {
+    let name = child["metadata"]["name"].as_str().unwrap_or_default();
+    let body = with_uid_precondition(child, believed);
+    spend_write(ctx, &plugin.decl.name, "apply").await;
+    let after = api
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .map_err(|source| Error::Apply {
+            kind: kind.kind.clone(),
+            name: name.to_string(),
+            source,
+        })?;
+    Ok(serde_json::to_value(after).unwrap_or(Value::Null))
+}
+
+/// `child` with `metadata.uid` set to the UID of `believed`: the API server refuses the apply
+/// if the object of that name now has another UID.
+fn with_uid_precondition(child: &Value, believed: Option<&Value>) -> Value {
+    let mut body = child.clone();
+    if let Some(uid) = believed.and_then(|b| b["metadata"]["uid"].as_str())
+        && let Some(metadata) = body["metadata"].as_object_mut()
+    {
+        metadata.insert("uid".into(), uid.into());
+    }
+    body
+}
+
+/// Whether an apply failed because the object's UID is not the one it carried.
+fn is_uid_conflict(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => {
+            let message = status.message.to_ascii_lowercase();
+            (status.code == 409 || status.code == 422) && message.contains("uid")
+        }
+        _ => false,
+    }
+}
+
+/// Whether `child` has a controller reference to `parent`.
+pub(super) fn is_controlled_by(child: &DynamicObject, parent: &DynamicObject) -> bool {
+    let uid = parent.uid();
+    child
+        .owner_references()
+        .iter()
+        .any(|r| Some(&r.uid) == uid.as_ref() && r.controller == Some(true))
+}
+
+/// How the apply of `desired` changed the child, judged on the fields the host applies only:
+/// what the child's own controller and the API server write (status, revision annotations,
+/// resource versions) is no change of the host's, so a lagging cache makes no event.
+pub(super) fn child_change(
+    desired: &Value,
+    before: Option<&Value>,
+    after: &Value,
+) -> Option<ChildChange> {
+    let Some(before) = before else {
+        return Some(ChildChange::Created);
+    };
+    (project(desired, before) != project(desired, after)).then_some(ChildChange::Updated)
+}
+
+/// `object` cut down to the shape of `template`: the keys of its maps, element by element for
+/// lists of the same length, whole otherwise.
+fn project(template: &Value, object: &Value) -> Value {
+    match (template, object) {
+        (Value::Object(fields), Value::Object(values)) => Value::Object(
+            fields
+                .iter()
+                .map(|(key, field)| {
+                    let value = values.get(key).unwrap_or(&Value::Null);
+                    (key.clone(), project(field, value))
+                })
+                .collect(),
+        ),
+        (Value::Array(items), Value::Array(values)) if items.len() == values.len() => Value::Array(
+            items
+                .iter()
+                .zip(values)
+                .map(|(item, value)| project(item, value))
+                .collect(),
+        ),
+        (_, value) => value.clone(),
+    }
+}
+
+/// The child as an event's related object.
+fn child_reference(kind: &KindRef, object: &Value) -> k8s_openapi::api::core::v1::ObjectReference {
+    let metadata = &object["metadata"];
+    let text = |field: &str| metadata[field].as_str().map(str::to_string);
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(kind.api_version()),
+        kind: Some(kind.kind.clone()),
+        name: text("name"),
+        namespace: text("namespace"),
+        uid: text("uid"),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment(replicas: i64, extra: Value) -> Value {
+        let mut object = json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "a", "labels": {"app": "a"}},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}
+        });
+        json_patch::merge(&mut object, &extra);
+        object
+    }
+
+    #[test]
+    fn a_child_not_seen_before_is_created() {
+        let desired = deployment(1, json!({}));
+        assert_eq!(
+            child_change(&desired, None, &desired),
+            Some(ChildChange::Created)
+        );
+    }
+
+    #[test]
+    fn what_others_write_is_no_change_of_the_hosts() {
+        let desired = deployment(1, json!({}));
+        let before = deployment(1, json!({"metadata": {"uid": "u", "resourceVersion": "1"}}));
+        // The deployment controller's status, revision annotation and a server default.
+        let after = deployment(
+            1,
+            json!({
+                "metadata": {"uid": "u", "resourceVersion": "9",
+                             "annotations": {"deployment.kubernetes.io/revision": "1"}},
+                "spec": {"strategy": {"type": "RollingUpdate"},
+                         "template": {"spec": {"containers": [{"name": "c", "image": "x", "imagePullPolicy": "Always"}]}}},
+                "status": {"replicas": 1}
+            }),
+        );
+        assert_eq!(child_change(&desired, Some(&before), &after), None);
+    }
+
+    #[test]
+    fn a_field_the_host_applies_that_changed_is_an_update() {
+        let desired = deployment(3, json!({}));
+        let before = deployment(1, json!({}));
+        let after = deployment(3, json!({}));
+        assert_eq!(
+            child_change(&desired, Some(&before), &after),
+            Some(ChildChange::Updated)
+        );
+        // A list that grew is compared whole.
+        let desired = deployment(
+            1,
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "c"}, {"name": "d"}]}}}}),
+        );
+        assert_eq!(
+            child_change(&desired, Some(&before), &desired),
+            Some(ChildChange::Updated)
+        );
+    }
+
+    #[test]
+    fn the_apply_of_a_known_child_carries_its_uid() {
+        let desired = deployment(1, json!({}));
+        let believed = deployment(1, json!({"metadata": {"uid": "u-1"}}));
+        assert_eq!(
+            with_uid_precondition(&desired, Some(&believed))["metadata"]["uid"],
+            "u-1"
+        );
+        assert!(
+            with_uid_precondition(&desired, None)["metadata"]
+                .get("uid")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn only_a_refusal_about_the_uid_is_a_uid_conflict() {
+        let status = |code: u16, message: &str| {
+            kube::Error::Api(
+                kube::core::Status::failure(message, "Conflict")
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        assert!(is_uid_conflict(&status(
+            409,
+            "Precondition failed: UID in precondition: a, UID in object meta: b"
+        )));
+        assert!(!is_uid_conflict(&status(
+            409,
+            "Apply failed with 1 conflict"
+        )));
+        assert!(!is_uid_conflict(&status(500, "uid")));
+    }
+}

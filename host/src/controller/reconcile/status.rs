@@ -1,0 +1,180 @@
+//! The parent's status: the churn guard (a status must follow from its inputs), the write
+//! itself (carrying the parent's UID), and the failure status.
+
+use std::hash::{Hash, Hasher};
+
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use serde_json::{Value, json};
+
+use super::backoff::{lock, state_key};
+use super::{Error, PluginContext, now_rfc3339, parent_key, publish, spend_write};
+use crate::controller::{FIELD_MANAGER, api_for};
+use crate::faults;
+use crate::plan;
+use crate::plugin::Plugin;
+use crate::policy::Effective;
+
+/// A hash of what a parent's status may legitimately follow: its generation, labels and
+/// annotations, and the observed children's identities and resource versions.
+fn inputs_hash(parent: &DynamicObject, observed: &[Value]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    parent.metadata.generation.hash(&mut hasher);
+    parent.labels().hash(&mut hasher);
+    parent.annotations().hash(&mut hasher);
+    let mut children: Vec<(&str, &str, &str)> = observed
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap_or_default(),
+                o["metadata"]["name"].as_str().unwrap_or_default(),
+                o["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    children.sort_unstable();
+    children.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn value_hash(value: &Value) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Refuses a status that keeps changing while nothing it could follow from changed: a
+/// counter, or anything else derived from the previous status, would otherwise be written
+/// (and re-trigger the parent) on every reconcile.
+pub(super) fn check_status_churn(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    rules: &Effective,
+    parent_json: &Value,
+    observed: &[Value],
+    status: &Value,
+) -> Result<(), Error> {
+    let inputs = inputs_hash(parent, observed);
+    let status_hash = value_hash(status);
+    let mut states = lock(&ctx.parents);
+    let state = states.entry(state_key(parent)).or_default();
+    if parent_json.get("status") == Some(status) || state.last_status == Some(status_hash) {
+        // Unchanged, or what the host wrote last (a lagging cache): not a change.
+        state.status_changes = 0;
+        state.inputs = inputs;
+        state.last_status = Some(status_hash);
+        return Ok(());
+    }
+    if state.inputs == inputs {
+        state.status_changes += 1;
+    } else {
+        state.inputs = inputs;
+        state.status_changes = 1;
+    }
+    if state.status_changes >= rules.status_churn_limit {
+        return Err(Error::StatusNotConverging {
+            plugin: ctx.plugin.load().decl.name.clone(),
+            changes: rules.status_churn_limit,
+        });
+    }
+    state.last_status = Some(status_hash);
+    Ok(())
+}
+
+/// The status patch: server-side apply of `status` to the parent the host believes it is
+/// writing to (its UID), so a stale view never writes to a new parent of the same name.
+fn status_patch(parent: &DynamicObject, status: Value) -> Value {
+    let types = parent.types.clone().unwrap_or_default();
+    json!({
+        "apiVersion": types.api_version,
+        "kind": types.kind,
+        "metadata": {"uid": parent.uid()},
+        "status": status,
+    })
+}
+
+/// Writes `status` unless it equals the current one (no hot loop on our own writes).
+pub(super) async fn write_status(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    api: &Api<DynamicObject>,
+    parent_json: &Value,
+    status: Value,
+) -> Result<(), Error> {
+    if parent_json.get("status") == Some(&status) {
+        return Ok(());
+    }
+    let patch = status_patch(parent, status);
+    spend_write(ctx, &ctx.plugin.load().decl.name, "status").await;
+    api.patch_status(
+        &parent.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(Error::WriteStatus)?;
+    faults::crash_point(faults::Step::Status);
+    Ok(())
+}
+
+/// Puts `Reconciled=False` on the parent and publishes a Warning event.
+pub(super) async fn report_failure(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    plugin: &Plugin,
+    error: &Error,
+) {
+    tracing::warn!(plugin = %plugin.decl.name, parent = %parent_key(parent), reason = error.reason(), %error, "reconcile failed");
+    let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
+    let status = plan::failure_status(
+        &parent_json,
+        error.reason(),
+        &error.to_string(),
+        &now_rfc3339(),
+    );
+    if parent.metadata.deletion_timestamp.is_none() {
+        let api = api_for(
+            &ctx.client,
+            &plugin.decl.parent,
+            parent.namespace().as_deref(),
+        );
+        if let Err(e) = write_status(parent, ctx, &api, &parent_json, status).await {
+            tracing::warn!(parent = %parent_key(parent), error = %e, "cannot write the failure status");
+        }
+    }
+    publish(
+        ctx,
+        plugin,
+        parent,
+        EventType::Warning,
+        error.reason(),
+        error.to_string(),
+        None,
+    )
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_write_carries_the_uid_of_the_parent_it_was_computed_for() {
+        let resource = kube::core::ApiResource {
+            group: "cache.example.com".into(),
+            version: "v1alpha1".into(),
+            api_version: "cache.example.com/v1alpha1".into(),
+            kind: "Memcached".into(),
+            plural: "memcacheds".into(),
+        };
+        let mut parent = DynamicObject::new("a", &resource).within("ns");
+        parent.metadata.uid = Some("uid-1".into());
+        let patch = status_patch(&parent, json!({"ready": true}));
+        assert_eq!(patch["metadata"], json!({"uid": "uid-1"}));
+        assert_eq!(patch["kind"], "Memcached");
+        assert_eq!(patch["status"], json!({"ready": true}));
+    }
+}
