@@ -173,7 +173,8 @@ fn with_uid_precondition(child: &Value, believed: Option<&Value>) -> Value {
     body
 }
 
-/// Whether an apply failed because the object's UID is not the one it carried.
+/// Whether an apply failed because the object's UID is not the one it carried: 422 "field is
+/// immutable" when another object has the name now, 409 "uid mismatch" when none has.
 fn is_uid_conflict(error: &kube::Error) -> bool {
     match error {
         kube::Error::Api(status) => {
@@ -332,9 +333,15 @@ mod tests {
                     .boxed(),
             )
         };
+        // What kube-apiserver 1.35 answers (seen on the devcluster).
+        assert!(is_uid_conflict(&status(
+            422,
+            "ConfigMap \"a\" is invalid: metadata.uid: Invalid value: \"0000\": field is immutable"
+        )));
         assert!(is_uid_conflict(&status(
             409,
-            "Precondition failed: UID in precondition: a, UID in object meta: b"
+            "Operation cannot be fulfilled on configmaps \"b\": uid mismatch: the provided \
+             object specified uid 0000, and no existing object was found"
         )));
         assert!(!is_uid_conflict(&status(
             409,
