@@ -57,28 +57,49 @@ fn render_output_has_replicas_equal_to_size_and_a_service() {
 
 #[test]
 fn render_with_observed_children_reports_their_state() {
+    let (plugin, cr) = (example_plugin("memcached"), example("memcached.yaml"));
+    let render_json = |observed: Option<&Path>| {
+        let mut args = vec!["render", path_str(&plugin), path_str(&cr), "-o", "json"];
+        if let Some(observed) = observed {
+            args.extend(["--observed", path_str(observed)]);
+        }
+        let output = operator_host(&args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    // The Deployment the plugin desires (with the SDK's spec hash), applied and rolled out;
+    // one of another spec (a hand-made one, without the hash) is not the current one.
+    let desired = render_json(None);
+    let mut deployment = desired["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "Deployment")
+        .unwrap()
+        .clone();
+    deployment["metadata"]["generation"] = 1.into();
+    deployment["status"] = serde_json::json!({"observedGeneration": 1, "replicas": 3,
+        "readyReplicas": 3, "updatedReplicas": 3, "availableReplicas": 3});
     let dir = tempfile::tempdir().unwrap();
     let observed = dir.path().join("observed.yaml");
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [deployment]});
+    std::fs::write(&observed, serde_yaml::to_string(&list).unwrap()).unwrap();
+    let plan = render_json(Some(&observed));
+    assert_eq!(plan["status"]["readyReplicas"], 3);
+    assert_eq!(plan["status"]["conditions"][0]["status"], "True");
     std::fs::write(
         &observed,
         "apiVersion: v1\nkind: List\nitems:\n- apiVersion: apps/v1\n  kind: Deployment\n  \
-         metadata: {name: memcached-sample}\n  spec: {replicas: 3, selector: {}, template: {}}\n  \
-         status: {readyReplicas: 3, updatedReplicas: 3}\n",
+         metadata: {name: memcached-sample, generation: 1}\n  \
+         spec: {replicas: 3, selector: {}, template: {}}\n  \
+         status: {observedGeneration: 1, replicas: 3, readyReplicas: 3, updatedReplicas: 3, \
+         availableReplicas: 3}\n",
     )
     .unwrap();
-    let output = operator_host(&[
-        "render",
-        path_str(&example_plugin("memcached")),
-        path_str(&example("memcached.yaml")),
-        "--observed",
-        path_str(&observed),
-        "-o",
-        "json",
-    ]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let plan = render_json(Some(&observed));
     assert_eq!(plan["status"]["readyReplicas"], 3);
-    assert_eq!(plan["status"]["conditions"][0]["status"], "True");
+    assert_eq!(plan["status"]["conditions"][0]["status"], "False");
+    assert_eq!(plan["status"]["conditions"][0]["reason"], "SpecNotApplied");
 }
 
 #[test]

@@ -88,16 +88,37 @@ fn the_example_file_itself_is_refused_because_it_also_holds_the_secret() {
 fn render_with_an_observed_ready_statefulset_reports_online() {
     let dir = tempfile::tempdir().unwrap();
     let cr = cr_file(&dir, &cluster_document("mysql-3.yaml"));
+    // The workloads the plugin desires (with the SDK's spec hash), applied and rolled out.
+    let output = render_json(&cr, None);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let desired: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let workload = |kind: &str, status: Value| {
+        let mut object = desired["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["kind"] == kind)
+            .unwrap()
+            .clone();
+        object["metadata"]["generation"] = 1.into();
+        object["status"] = status;
+        object
+    };
+    let items = [
+        workload(
+            "StatefulSet",
+            serde_json::json!({"observedGeneration": 1, "replicas": 3, "readyReplicas": 3,
+                "updatedReplicas": 3, "currentRevision": "r1", "updateRevision": "r1"}),
+        ),
+        workload(
+            "Deployment",
+            serde_json::json!({"observedGeneration": 1, "replicas": 2, "readyReplicas": 2,
+                "updatedReplicas": 2, "availableReplicas": 2}),
+        ),
+    ];
     let observed = dir.path().join("observed.yaml");
-    std::fs::write(
-        &observed,
-        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: mycluster-3, generation: 1}\n\
-         spec: {replicas: 3, selector: {}, template: {}, serviceName: x}\n\
-         status: {replicas: 3, readyReplicas: 3, observedGeneration: 1}\n\
-         ---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: mycluster-3-router}\n\
-         spec: {replicas: 2, selector: {}, template: {}}\nstatus: {readyReplicas: 2}\n",
-    )
-    .unwrap();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    std::fs::write(&observed, serde_yaml::to_string(&list).unwrap()).unwrap();
     let output = render_json(&cr, Some(&observed));
     assert!(output.status.success(), "{}", stderr(&output));
     let plan: Value = serde_json::from_slice(&output.stdout).unwrap();
