@@ -1,4 +1,4 @@
-//! The MySQL plugin against the real API server: status from PENDING to ONLINE, scaling, routers, config rolls, GC, rejections.
+//! The MySQL plugin against the real API server: status from PENDING to ONLINE, scaling, routers, config rolls (not ONLINE until rolled out), GC, rejections.
 //!
 //! The StatefulSet's claims are bound by the devcluster's default StorageClass (hostPath
 //! volumes provisioned by the controller-manager), as a user's cluster would bind them.
@@ -356,7 +356,59 @@ async fn changing_mycnf_changes_the_config_hash_and_rolls_the_statefulset() {
     let old_hash = hash(&before);
     let old_revision = before.status.unwrap().update_revision.unwrap();
 
-    patch_spec(&api, json!({"mycnf": "[mysqld]\nmax_connections=300\n"})).await;
+    let patched = api
+        .patch(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"mycnf": "[mysqld]\nmax_connections=300\n"}})),
+        )
+        .await
+        .unwrap();
+    // Every status version of the new generation: ONLINE only once the StatefulSet, read
+    // after it (so only further along), has rolled the new configuration out.
+    let generation = patched.metadata.generation;
+    let mut versions = api
+        .watch(
+            &WatchParams::default().fields(&format!("metadata.name={NAME}")),
+            &patched.resource_version().unwrap(),
+        )
+        .await
+        .unwrap()
+        .boxed();
+    let mut not_online = 0;
+    loop {
+        let event = tokio::time::timeout(TIMEOUT, versions.next())
+            .await
+            .expect("ONLINE for the new generation in time")
+            .expect("the watch goes on")
+            .unwrap();
+        let (WatchEvent::Added(cr) | WatchEvent::Modified(cr)) = event else {
+            continue;
+        };
+        let status = &cr.data["status"];
+        if status["observedGeneration"].as_i64() != generation {
+            continue;
+        }
+        if status["cluster"]["status"] != "ONLINE" {
+            not_online += 1;
+            continue;
+        }
+        let sts = stateful_set(&ns).await;
+        let sts_status = sts.status.clone().unwrap_or_default();
+        assert!(
+            hash(&sts) != old_hash
+                && sts_status.observed_generation >= sts.metadata.generation
+                && sts_status.update_revision.as_deref() != Some(old_revision.as_str())
+                && sts_status.current_revision == sts_status.update_revision
+                && sts_status.ready_replicas == Some(1),
+            "ONLINE for generation {generation:?} before the StatefulSet rolled it out: {sts_status:?}"
+        );
+        break;
+    }
+    assert!(
+        not_online > 0,
+        "the new generation was never reported not ONLINE before it was"
+    );
     let rolled = wait_for("a new StatefulSet revision", TIMEOUT, || async {
         let sts = stateful_set(&ns).await;
         let status = sts.status.clone().unwrap_or_default();
