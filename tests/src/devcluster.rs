@@ -4,12 +4,17 @@
 //! idempotent and serialised by a file lock, so every test binary shares one
 //! cluster. Setting `OPERATOR_HOST_TEST_KUBECONFIG` attaches to an existing
 //! cluster instead. A cluster that cannot start fails the test, never skips it.
+//!
+//! Tests that break the control plane (stop or restart the apiserver or etcd) use a cluster
+//! of their own, [`isolated`], in `target/devcluster-<name>`, and the fault methods of
+//! [`Cluster`], which call `deploy/devcluster/fault.sh`.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{Event, Namespace, ServiceAccount};
@@ -57,6 +62,20 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("invalid isolated cluster name {name:?}: lowercase letters, digits and '-' only")]
+    IsolatedName { name: String },
+    #[error(
+        "the cluster at {kubeconfig} was not started by these tests: it has no state dir to inject faults into"
+    )]
+    NoStateDir { kubeconfig: PathBuf },
+    #[error("fault {action} {component} with {script} failed ({status}):\n{output}")]
+    Fault {
+        action: &'static str,
+        component: &'static str,
+        script: PathBuf,
+        status: String,
+        output: String,
+    },
     #[error("timed out after {timeout:?} waiting for {what}; last error: {last}")]
     WaitTimeout {
         what: String,
@@ -96,6 +115,8 @@ pub struct Cluster {
     /// Admin kubeconfig.
     pub kubeconfig: PathBuf,
     kubeconfig_data: Kubeconfig,
+    /// The devcluster state dir; `None` for a cluster named by `OPERATOR_HOST_TEST_KUBECONFIG`.
+    dir: Option<PathBuf>,
 }
 
 static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
@@ -110,35 +131,87 @@ pub fn cluster() -> &'static Cluster {
 }
 
 fn start_or_attach() -> Result<Cluster, Error> {
-    let kubeconfig = match std::env::var_os(KUBECONFIG_ENV) {
-        Some(path) if !path.is_empty() => PathBuf::from(path),
+    let (kubeconfig, dir) = match std::env::var_os(KUBECONFIG_ENV) {
+        Some(path) if !path.is_empty() => (PathBuf::from(path), None),
         _ => {
             start_devcluster(&state_dir())?;
-            state_dir().join("kubeconfig")
+            (state_dir().join("kubeconfig"), Some(state_dir()))
         }
     };
-    let kubeconfig_data =
-        Kubeconfig::read_from(&kubeconfig).map_err(|source| Error::ReadKubeconfig {
-            path: kubeconfig.clone(),
-            source,
-        })?;
-    Ok(Cluster {
-        kubeconfig,
-        kubeconfig_data,
-    })
+    Cluster::read(kubeconfig, dir)
+}
+
+/// Isolated clusters of this process, by name: started once, kept for the process.
+static ISOLATED: Mutex<BTreeMap<String, Result<&'static Cluster, String>>> =
+    Mutex::new(BTreeMap::new());
+
+/// A cluster of its own, in `<root>/target/devcluster-<name>`, for tests that stop or restart
+/// parts of the control plane (never the shared one). Started on first use in this process
+/// (30-60 s; blocking: call it from `spawn_blocking`, or use [`isolated_cluster`]), shared by
+/// later calls with the same name, and stopped by the devcluster itself once this process
+/// has exited (`DEVCLUSTER_OWNER_PID`); `stop.sh` without `DEVCLUSTER_DIR` stops it too.
+/// Panics with the reason if it cannot start, like [`cluster`].
+pub fn isolated(name: &str) -> &'static Cluster {
+    let mut clusters = ISOLATED.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = clusters
+        .entry(name.to_string())
+        .or_insert_with(|| start_isolated(name).map_err(|e| e.to_string()));
+    match entry {
+        Ok(cluster) => cluster,
+        Err(reason) => panic!("the isolated cluster {name} is unavailable: {reason}"),
+    }
+}
+
+/// [`isolated`] off the async worker threads.
+pub async fn isolated_cluster(name: &str) -> &'static Cluster {
+    let name = name.to_string();
+    tokio::task::spawn_blocking(move || isolated(&name))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
+/// State directory of the isolated cluster `name`.
+pub fn isolated_state_dir(name: &str) -> PathBuf {
+    repo_root()
+        .join("target")
+        .join(format!("devcluster-{name}"))
+}
+
+fn start_isolated(name: &str) -> Result<&'static Cluster, Error> {
+    let valid = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !valid {
+        return Err(Error::IsolatedName {
+            name: name.to_string(),
+        });
+    }
+    let dir = isolated_state_dir(name);
+    run_start_script(&dir, Some(std::process::id()))?;
+    let cluster = Cluster::read(dir.join("kubeconfig"), Some(dir))?;
+    // Kept for the life of the process, like the shared cluster in its OnceLock.
+    Ok(Box::leak(Box::new(cluster)))
 }
 
 /// Runs `deploy/devcluster/start.sh` for the state directory `dir` and waits for it.
 pub fn start_devcluster(dir: &Path) -> Result<(), Error> {
+    run_start_script(dir, None)
+}
+
+/// `start.sh` for `dir`; with an `owner` pid, the cluster it starts stops once that exits.
+fn run_start_script(dir: &Path, owner: Option<u32>) -> Result<(), Error> {
     let script = repo_root().join("deploy/devcluster/start.sh");
-    let output = Command::new(&script)
-        .env("DEVCLUSTER_DIR", dir)
-        .output()
-        .map_err(|e| Error::StartCluster {
-            script: script.clone(),
-            status: "not run".into(),
-            output: e.to_string(),
-        })?;
+    let mut command = Command::new(&script);
+    command.env("DEVCLUSTER_DIR", dir);
+    if let Some(pid) = owner {
+        command.env("DEVCLUSTER_OWNER_PID", pid.to_string());
+    }
+    let output = command.output().map_err(|e| Error::StartCluster {
+        script: script.clone(),
+        status: "not run".into(),
+        output: e.to_string(),
+    })?;
     if output.status.success() {
         return Ok(());
     }
@@ -160,21 +233,152 @@ pub fn stop_devcluster(dir: &Path) -> std::io::Result<std::process::Output> {
         .output()
 }
 
+/// A part of the control plane a fault can stop (see `deploy/devcluster/fault.sh`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Component {
+    KubeApiserver,
+    Etcd,
+}
+
+impl Component {
+    fn name(self) -> &'static str {
+        match self {
+            Component::KubeApiserver => "kube-apiserver",
+            Component::Etcd => "etcd",
+        }
+    }
+}
+
+/// What a fault does to a [`Component`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultAction {
+    /// Stop it; returns once it is down.
+    Stop,
+    /// Start it; returns once the apiserver's /readyz answers ok.
+    Start,
+    /// Stop it, keep it down for the given time, start it; returns once /readyz is ok.
+    Restart(Duration),
+}
+
 impl Cluster {
+    fn read(kubeconfig: PathBuf, dir: Option<PathBuf>) -> Result<Self, Error> {
+        let kubeconfig_data =
+            Kubeconfig::read_from(&kubeconfig).map_err(|source| Error::ReadKubeconfig {
+                path: kubeconfig.clone(),
+                source,
+            })?;
+        Ok(Cluster {
+            kubeconfig,
+            kubeconfig_data,
+            dir,
+        })
+    }
+
+    /// The devcluster state dir, if these tests started the cluster.
+    pub fn state_dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// The admin client config (for a client of one's own, e.g. a fault proxy's upstream).
+    pub async fn config(&self) -> Result<Config, Error> {
+        Config::from_custom_kubeconfig(self.kubeconfig_data.clone(), &KubeConfigOptions::default())
+            .await
+            .map_err(|e| Error::BuildClient {
+                path: self.kubeconfig.clone(),
+                source: Box::new(e),
+            })
+    }
+
     /// A new client for the current test's runtime (a `Client` is bound to the
     /// tokio runtime that made it, and each `#[tokio::test]` has its own).
     pub async fn client(&self) -> Result<Client, Error> {
-        let build_err = |source: Box<dyn std::error::Error + Send + Sync>| Error::BuildClient {
+        Client::try_from(self.config().await?).map_err(|e| Error::BuildClient {
             path: self.kubeconfig.clone(),
-            source,
+            source: Box::new(e),
+        })
+    }
+
+    /// Stops the kube-apiserver (the rest keeps running); returns once it is gone.
+    pub async fn stop_apiserver(&self) -> Result<Duration, Error> {
+        self.fault(FaultAction::Stop, Component::KubeApiserver)
+            .await
+    }
+
+    /// Starts the stopped kube-apiserver again, on the same port with the same certificates;
+    /// returns once /readyz is ok.
+    pub async fn start_apiserver(&self) -> Result<Duration, Error> {
+        self.fault(FaultAction::Start, Component::KubeApiserver)
+            .await
+    }
+
+    /// Stops the kube-apiserver, waits `down_for`, starts it; returns once /readyz is ok.
+    pub async fn restart_apiserver(&self, down_for: Duration) -> Result<Duration, Error> {
+        self.fault(FaultAction::Restart(down_for), Component::KubeApiserver)
+            .await
+    }
+
+    /// Stops etcd (the apiserver keeps running, unable to read or write).
+    pub async fn stop_etcd(&self) -> Result<Duration, Error> {
+        self.fault(FaultAction::Stop, Component::Etcd).await
+    }
+
+    /// Starts etcd again on the same data and ports; returns once the apiserver's /readyz is ok.
+    pub async fn start_etcd(&self) -> Result<Duration, Error> {
+        self.fault(FaultAction::Start, Component::Etcd).await
+    }
+
+    /// Stops etcd, waits `down_for`, starts it; returns once the apiserver's /readyz is ok.
+    pub async fn restart_etcd(&self, down_for: Duration) -> Result<Duration, Error> {
+        self.fault(FaultAction::Restart(down_for), Component::Etcd)
+            .await
+    }
+
+    /// Runs `deploy/devcluster/fault.sh` on this cluster; returns how long it took.
+    /// Never use it on the shared cluster: other tests run against it.
+    pub async fn fault(
+        &self,
+        action: FaultAction,
+        component: Component,
+    ) -> Result<Duration, Error> {
+        let dir = self.dir.as_ref().ok_or_else(|| Error::NoStateDir {
+            kubeconfig: self.kubeconfig.clone(),
+        })?;
+        let script = repo_root().join("deploy/devcluster/fault.sh");
+        let (verb, down_for) = match action {
+            FaultAction::Stop => ("stop", Duration::ZERO),
+            FaultAction::Start => ("start", Duration::ZERO),
+            FaultAction::Restart(d) => ("restart", d),
         };
-        let config = Config::from_custom_kubeconfig(
-            self.kubeconfig_data.clone(),
-            &KubeConfigOptions::default(),
-        )
-        .await
-        .map_err(|e| build_err(Box::new(e)))?;
-        Client::try_from(config).map_err(|e| build_err(Box::new(e)))
+        let failed = |status: String, output: String| Error::Fault {
+            action: verb,
+            component: component.name(),
+            script: script.clone(),
+            status,
+            output,
+        };
+        let started = Instant::now();
+        let output = tokio::process::Command::new(&script)
+            .env("DEVCLUSTER_DIR", dir)
+            .args([verb, component.name()])
+            .arg(format!("--down-for={}ms", down_for.as_millis()))
+            .output()
+            .await
+            .map_err(|e| failed("not run".into(), e.to_string()))?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        if !output.status.success() {
+            return Err(failed(output.status.to_string(), text));
+        }
+        let took = started.elapsed();
+        eprintln!(
+            "fault {verb} {}: {} ({took:?})",
+            component.name(),
+            text.trim()
+        );
+        Ok(took)
     }
 }
 

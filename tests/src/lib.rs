@@ -1,5 +1,6 @@
 //! Integration-test support: the shared local control plane and per-test namespaces.
 pub mod devcluster;
+pub mod fault_proxy;
 pub mod host;
 pub mod hostile;
 pub mod memcached;
