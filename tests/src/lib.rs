@@ -1,7 +1,10 @@
 //! Integration-test support: the shared local control plane and per-test namespaces.
+pub mod campaign;
 pub mod devcluster;
 pub mod fault_proxy;
 pub mod host;
 pub mod hostile;
 pub mod memcached;
+pub mod oracle;
+pub mod process_host;
 pub mod squatter;

@@ -1,0 +1,115 @@
+//! The host as a process of its own (`operator-host-faulty run`), for tests that crash, kill,
+//! stop or restart it: the same command line as `operator-host`, with crash points.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+
+use crate::devcluster::repo_root;
+
+/// SIGABRT's number on Linux (what `std::process::abort` raises).
+const SIGABRT: i32 = 6;
+
+/// A running `operator-host-faulty run` confined to one namespace; killed when dropped.
+pub struct ProcessHost {
+    child: Child,
+    /// Its stderr (the log), kept for the failure message.
+    log: PathBuf,
+    _log_dir: tempfile::TempDir,
+}
+
+/// How to start a [`ProcessHost`].
+#[derive(Debug, Clone)]
+pub struct Launch<'a> {
+    /// `env!("CARGO_BIN_EXE_operator-host-faulty")` of the calling test.
+    pub binary: &'a Path,
+    pub plugins: &'a Path,
+    pub kubeconfig: &'a Path,
+    pub namespace: &'a str,
+    /// `OPERATOR_HOST_CRASH_AFTER`: abort after this write step (`apply:2`, `status`, ...).
+    pub crash_after: Option<&'a str>,
+}
+
+impl ProcessHost {
+    /// Starts the host with `--install-crds`, its compile cache shared with the other tests.
+    pub fn start(launch: &Launch<'_>) -> ProcessHost {
+        let log_dir = tempfile::tempdir().expect("a log directory");
+        let log = log_dir.path().join("host.log");
+        let stderr = std::fs::File::create(&log).expect("the host's log file");
+        let mut command = Command::new(launch.binary);
+        command
+            .args(["run", "--install-crds", "--metrics-addr", "127.0.0.1:0"])
+            .arg("--plugins")
+            .arg(launch.plugins)
+            .arg("--kubeconfig")
+            .arg(launch.kubeconfig)
+            .args(["--namespace", launch.namespace])
+            .arg("--cache-dir")
+            .arg(repo_root().join("target/test-compile-cache"))
+            .env("RUST_LOG", "operator_host=info")
+            .env_remove(operator_host::faults::CRASH_AFTER_ENV)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .kill_on_drop(true);
+        if let Some(step) = launch.crash_after {
+            command.env(operator_host::faults::CRASH_AFTER_ENV, step);
+        }
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", launch.binary.display()));
+        ProcessHost {
+            child,
+            log,
+            _log_dir: log_dir,
+        }
+    }
+
+    /// The process id (for signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("the host is running")
+    }
+
+    /// What the host logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits at most `timeout` for the host to exit by itself.
+    pub async fn exited(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
+    /// Waits for the host to reach its armed crash point and abort; panics with its log if
+    /// it exits otherwise or not within `timeout`.
+    pub async fn crashed(&mut self, timeout: Duration) {
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.exited(timeout).await;
+        let aborted = status.and_then(|s| s.signal()) == Some(SIGABRT);
+        assert!(
+            aborted && self.log().contains("crash point"),
+            "expected the host to abort at its crash point, got {status:?}; log:\n{}",
+            self.log()
+        );
+    }
+
+    /// Sends `signal` (e.g. "STOP", "CONT", "TERM", "KILL") to the host.
+    pub fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} {}", self.pid());
+    }
+
+    /// Kills the host and waits for it.
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
