@@ -6,6 +6,8 @@
 //!   ([`Error::NotOwned`]).
 //! - A stale cache cannot make the host take over a namesake: the apply of a known child
 //!   carries its UID, a replaced object answers with a conflict, and the host re-reads it.
+//! - A stale view of a parent cannot make children for it: before it creates a child, the host
+//!   reads the parent and goes on only if it still exists with the UID it believes in.
 //!
 //! # Caveats
 //! - Creating a child the host has never seen cannot carry a precondition (Kubernetes has none
@@ -49,6 +51,7 @@ pub(super) async fn apply_children(
     observed: &[Value],
 ) -> Result<usize, Error> {
     let mut changed = 0;
+    let mut parent_checked = false;
     for child in &plan.apply {
         let Some(kind) = plugin.decl.children.iter().find(|k| k.matches(child)) else {
             continue; // the plan only contains declared kinds
@@ -67,6 +70,10 @@ pub(super) async fn apply_children(
             // Not in our caches: it must not exist, or be ours and not cached yet.
             None => read_owned(&api, kind, &name, parent).await?,
         };
+        if before.is_none() && !parent_checked {
+            ensure_parent_current(parent, ctx, plugin).await?;
+            parent_checked = true;
+        }
         let result = apply_believing(ctx, plugin, &api, kind, child, before.as_ref()).await;
         let (before, after) = match result {
             Err(Error::Apply { source, .. }) if is_uid_conflict(&source) => {
@@ -106,6 +113,36 @@ pub(super) async fn apply_children(
         .await;
     }
     Ok(changed)
+}
+
+/// Fails with [`Error::StaleParent`] unless `parent` still exists with the UID the host has:
+/// a create carries no precondition, so it is the parent's identity that is checked first.
+async fn ensure_parent_current(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    plugin: &Plugin,
+) -> Result<(), Error> {
+    let api = api_for(
+        &ctx.client,
+        &plugin.decl.parent,
+        parent.namespace().as_deref(),
+    );
+    let live = api
+        .get_opt(&parent.name_any())
+        .await
+        .map_err(|source| Error::Read {
+            kind: plugin.decl.parent.kind.clone(),
+            name: parent.name_any(),
+            source,
+        })?;
+    match live {
+        Some(live) if live.uid() == parent.uid() && live.metadata.deletion_timestamp.is_none() => {
+            Ok(())
+        }
+        _ => Err(Error::StaleParent {
+            name: parent.name_any(),
+        }),
+    }
 }
 
 /// The live object of that name, if it exists and is controlled by `parent`; an object

@@ -77,6 +77,11 @@ pub enum Error {
     )]
     StatusNotConverging { plugin: String, changes: u32 },
     #[error(
+        "{name:?} was deleted or replaced since the host's cache saw it; nothing is written \
+         for it, and its successor is reconciled once the cache has it"
+    )]
+    StaleParent { name: String },
+    #[error(
         "the child kind {kind} cannot be listed or watched: {problem}; the host retries, and \
          the plugin's parents are reconciled once it can (check the host's RBAC, see \
          `operator-host rbac`, and that the API server serves the kind)"
@@ -97,6 +102,7 @@ impl Error {
             Error::PluginTask(_) => "PluginUnavailable",
             Error::StatusNotConverging { .. } => "StatusNotConverging",
             Error::ChildKindUnavailable { .. } => "ChildKindUnavailable",
+            Error::StaleParent { .. } => "StaleParent",
         }
     }
 

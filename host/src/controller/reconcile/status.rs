@@ -120,13 +120,18 @@ pub(super) async fn write_status(
     Ok(())
 }
 
-/// Puts `Reconciled=False` on the parent and publishes a Warning event.
+/// Puts `Reconciled=False` on the parent and publishes a Warning event; for a parent that is
+/// gone ([`Error::StaleParent`]) there is nobody to tell.
 pub(super) async fn report_failure(
     parent: &DynamicObject,
     ctx: &PluginContext,
     plugin: &Plugin,
     error: &Error,
 ) {
+    if let Error::StaleParent { .. } = error {
+        tracing::debug!(plugin = %plugin.decl.name, parent = %parent_key(parent), %error, "stale parent");
+        return;
+    }
     tracing::warn!(plugin = %plugin.decl.name, parent = %parent_key(parent), reason = error.reason(), %error, "reconcile failed");
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
     let status = plan::failure_status(

@@ -1,0 +1,173 @@
+//! Stale state (Sieve): the host's caches lag behind the API server, held back by the fault
+//! proxy, while the objects they hold are deleted and recreated under the same names. Every
+//! write carries the UID the host believes in, so a lagging cache makes a refused write and a
+//! re-read, never a takeover of the namesake or a write to the new object.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use operator_host::policy::Policy;
+use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
+use operator_host_tests::fault_proxy::{FaultProxy, Matcher};
+use operator_host_tests::host::{Host, plugin_path, runtime};
+use operator_host_tests::hostile::attack_resource;
+use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
+use operator_host_tests::oracle::Oracle;
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A host in `ns` serving `plugin` through a fresh fault proxy.
+async fn host_behind_proxy(ns: &TestNamespace, dir: &str, plugin: &str) -> (FaultProxy, Host) {
+    let proxy = FaultProxy::start(devcluster::cluster().config().await.unwrap())
+        .await
+        .unwrap();
+    let plugins = tempfile::tempdir().unwrap().keep();
+    std::fs::copy(
+        plugin_path(dir, plugin),
+        plugins.join(format!("{plugin}.wasm")),
+    )
+    .unwrap();
+    let host = Host::start_as(
+        proxy.client().unwrap(),
+        plugins,
+        &[ns.name()],
+        Policy::default(),
+    )
+    .await;
+    (proxy, host)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namesake_created_while_the_child_cache_lags_is_not_taken_over() {
+    let ns = TestNamespace::new("stale-child").await.unwrap();
+    let (proxy, host) = host_behind_proxy(&ns, "test-plugins", "hostile").await;
+    let attacks: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &attack_resource());
+    create(&attacks, &attack_resource(), "a", json!({"attack": "none"})).await;
+    let config_maps: Api<ConfigMap> = ns.api();
+    wait_for("the plugin's ConfigMap", TIMEOUT, || async {
+        Ok(config_maps.get_opt("a").await?)
+    })
+    .await
+    .unwrap();
+    // The host's ConfigMap cache stops seeing changes; the owned child is replaced by a
+    // namesake of someone else's.
+    let held = proxy.hold_watch(Matcher::any().path_contains("/configmaps"));
+    config_maps
+        .delete("a", &DeleteParams::default())
+        .await
+        .unwrap();
+    let mut namesake = ConfigMap::default();
+    namesake.metadata.name = Some("a".into());
+    namesake.data = Some([("owner".to_string(), "someone else".to_string())].into());
+    let namesake = config_maps
+        .create(&PostParams::default(), &namesake)
+        .await
+        .unwrap();
+    // A change of the parent makes the host reconcile it with the stale child in its cache.
+    attacks
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"poke": "1"}}})),
+        )
+        .await
+        .unwrap();
+    let condition = wait_for("ChildNotOwned", TIMEOUT, || async {
+        let condition = reconciled_condition(&attacks.get("a").await?);
+        Ok((condition["reason"] == "ChildNotOwned").then_some(condition))
+    })
+    .await
+    .unwrap();
+    assert!(
+        condition["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("ConfigMap \"a\""),
+        "{condition}"
+    );
+    held.release();
+    // Even once the cache has caught up, the namesake is left as it is.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let live = config_maps.get("a").await.unwrap();
+    assert_eq!(live.uid(), namesake.uid());
+    assert_eq!(live.resource_version(), namesake.resource_version());
+    assert!(live.owner_references().is_empty(), "{live:?}");
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_view_of_a_deleted_parent_writes_nothing_for_it_or_its_successor() {
+    let ns = TestNamespace::new("stale-parent").await.unwrap();
+    let (proxy, host) = host_behind_proxy(&ns, "plugins", "memcached").await;
+    let memcacheds: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    let old = create(&memcacheds, &memcached_resource(), "m", json!({"size": 1})).await;
+    let deployments: Api<Deployment> = ns.api();
+    wait_for("the first parent's Deployment", TIMEOUT, || async {
+        Ok(deployments.get_opt("m").await?)
+    })
+    .await
+    .unwrap();
+    // The host no longer sees its parents change: it still believes in the first "m".
+    let held = proxy.hold_watch(Matcher::any().path_contains("/memcacheds"));
+    memcacheds
+        .delete("m", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    wait_for("the first parent to be gone", TIMEOUT, || async {
+        Ok(memcacheds.get_opt("m").await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+    let new = create(&memcacheds, &memcached_resource(), "m", json!({"size": 0})).await;
+    assert_ne!(new.uid(), old.uid());
+    // The garbage collector's deletion of the first parent's children reaches the host (their
+    // watch is not held) and makes it reconcile its stale "m": it finds the parent gone
+    // before it creates anything.
+    wait_for("a reconcile of the stale parent", TIMEOUT, || async {
+        Ok((host.reconciles("StaleParent") > 0).then_some(()))
+    })
+    .await
+    .unwrap();
+    let writes_before = proxy.count(&Matcher::writes().path_contains(ns.name()));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let children_written = proxy.count(&Matcher::writes().path_contains(ns.name())) - writes_before;
+    assert_eq!(
+        children_written,
+        0,
+        "the host wrote for a parent that is gone: {:?}",
+        proxy.counts()
+    );
+    let live = memcacheds.get("m").await.unwrap();
+    assert_eq!(live.uid(), new.uid());
+    assert!(
+        live.data
+            .get("status")
+            .is_none_or(serde_json::Value::is_null),
+        "the new parent got a status from the stale view of the old one: {}",
+        live.data["status"]
+    );
+    assert!(
+        deployments.get_opt("m").await.unwrap().is_none(),
+        "a Deployment was made for the deleted parent"
+    );
+    held.release();
+    // Once the host sees the new parent, it converges on it.
+    let plugin =
+        operator_host::plugin::Plugin::load(&runtime(), &plugin_path("plugins", "memcached"))
+            .unwrap();
+    let oracle = Oracle {
+        client: ns.client(),
+        plugin: &plugin,
+        namespace: ns.name(),
+    };
+    oracle.converges("m", TIMEOUT).await.unwrap();
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
