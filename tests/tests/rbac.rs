@@ -41,16 +41,10 @@ async fn client_from(path: &Path) -> Client {
     Client::try_from(config).unwrap()
 }
 
-#[tokio::test]
-async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
-    let ns = TestNamespace::new("rbac-least-privilege").await.unwrap();
-    let admin = ns.client();
-    let plugin = Plugin::load(&runtime(), &plugin_path("plugins", "memcached")).unwrap();
-
-    // What `operator-host rbac --install-crds --name NAME memcached.wasm` prints, applied as is.
-    let role_name = format!("operator-host-{}", ns.name());
+/// The ClusterRole `operator-host rbac --install-crds --name NAME` prints for `plugin`.
+fn printed_role(plugin: &Plugin, name: &str) -> ClusterRole {
     let options = rbac::Options {
-        name: role_name.clone(),
+        name: name.to_string(),
         install_crds: true,
     };
     let printed = rbac::to_yaml(
@@ -62,9 +56,16 @@ async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
         std::slice::from_ref(&plugin.decl),
     )
     .unwrap();
-    let role: ClusterRole = serde_yaml::from_str(&printed).unwrap();
+    serde_yaml::from_str(&printed).unwrap()
+}
+
+/// Creates `role`, a ServiceAccount of `ns` bound to it, and returns a client with the
+/// account's token only, once the authorizer lets it list Deployments.
+async fn client_bound_to(ns: &TestNamespace, role: &ClusterRole) -> Client {
+    let admin = ns.client();
+    let role_name = role.metadata.name.clone().unwrap();
     let roles: Api<ClusterRole> = Api::all(admin.clone());
-    roles.create(&PostParams::default(), &role).await.unwrap();
+    roles.create(&PostParams::default(), role).await.unwrap();
     let service_accounts: Api<ServiceAccount> = ns.api();
     let account: ServiceAccount =
         serde_json::from_value(json!({"metadata": {"name": SERVICE_ACCOUNT}})).unwrap();
@@ -103,8 +104,7 @@ async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
     token_kubeconfig(&token, &kubeconfig);
     let restricted = client_from(&kubeconfig).await;
 
-    // The authorizer sees a new binding after a moment; once it does, the account can do
-    // what the role allows and nothing else.
+    // The authorizer sees a new binding after a moment.
     let deployments: Api<Deployment> = Api::namespaced(restricted.clone(), ns.name());
     wait_for("the binding to take effect", TIMEOUT, || async {
         Ok(deployments
@@ -115,6 +115,29 @@ async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
     })
     .await
     .unwrap();
+    restricted
+}
+
+/// Deletes the ClusterRole `name` and its binding.
+async fn delete_role(admin: &Client, name: &str) {
+    let bindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
+    bindings
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    roles.delete(name, &DeleteParams::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
+    let ns = TestNamespace::new("rbac-least-privilege").await.unwrap();
+    let admin = ns.client();
+    let plugin = Plugin::load(&runtime(), &plugin_path("plugins", "memcached")).unwrap();
+    // What `operator-host rbac --install-crds --name NAME memcached.wasm` prints, applied as is;
+    // once the binding takes effect, the account can do what the role allows and nothing else.
+    let role_name = format!("operator-host-{}", ns.name());
+    let restricted = client_bound_to(&ns, &printed_role(&plugin, &role_name)).await;
     let secrets: Api<Secret> = Api::namespaced(restricted.clone(), ns.name());
     match secrets.list(&ListParams::default()).await {
         Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
@@ -189,13 +212,85 @@ async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
     );
 
     host.stop().await;
-    bindings
-        .delete(&role_name, &DeleteParams::default())
-        .await
-        .unwrap();
+    delete_role(&admin, &role_name).await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_child_kind_the_host_may_not_watch_recovers_once_the_permission_is_granted() {
+    let ns = TestNamespace::new("rbac-granted-later").await.unwrap();
+    let admin = ns.client();
+    let plugin = Plugin::load(&runtime(), &plugin_path("plugins", "memcached")).unwrap();
+    let role_name = format!("operator-host-{}", ns.name());
+    let full = printed_role(&plugin, &role_name);
+    // The printed role without its Service rule: the host cannot list Services.
+    let mut partial = full.clone();
+    for rule in partial.rules.iter_mut().flatten() {
+        if let Some(resources) = rule.resources.as_mut() {
+            resources.retain(|r| r != "services");
+        }
+    }
+    partial
+        .rules
+        .get_or_insert_default()
+        .retain(|r| r.resources.as_ref().is_none_or(|rs| !rs.is_empty()));
+    assert_ne!(
+        partial.rules, full.rules,
+        "the role had a Service rule to take away"
+    );
+    let restricted = client_bound_to(&ns, &partial).await;
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(&plugin.path, plugins.path().join("memcached.wasm")).unwrap();
+    let host = Host::start_as(
+        restricted,
+        plugins.path().to_path_buf(),
+        &[ns.name()],
+        Policy::default(),
+    )
+    .await;
+    let resource = memcached_resource();
+    let memcacheds: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns.name(), &resource);
+    create(&memcacheds, &resource, "cache", json!({"size": 1})).await;
+    let condition = wait_for("ChildKindUnavailable", TIMEOUT, || async {
+        let condition = reconciled_condition(&memcacheds.get("cache").await?);
+        Ok((condition["reason"] == "ChildKindUnavailable").then_some(condition))
+    })
+    .await
+    .unwrap();
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("Service") && message.contains("403"),
+        "{condition}"
+    );
+    let (ready, body) = host.metrics.readiness();
+    assert!(!ready && body.contains("v1/Service"), "{body}");
+    // Granted: the host recovers by itself, without a restart.
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
     roles
-        .delete(&role_name, &DeleteParams::default())
+        .patch(
+            &role_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"rules": full.rules})),
+        )
         .await
         .unwrap();
+    wait_for(
+        "Reconciled=True once Services may be listed",
+        TIMEOUT,
+        || async {
+            let cr = memcacheds.get("cache").await?;
+            Ok((reconciled_condition(&cr)["status"] == "True").then_some(()))
+        },
+    )
+    .await
+    .unwrap();
+    ns.api::<Service>().get("cache").await.unwrap();
+    wait_for("/readyz to be ready again", TIMEOUT, || async {
+        Ok(host.metrics.readiness().0.then_some(()))
+    })
+    .await
+    .unwrap();
+    host.stop().await;
+    delete_role(&admin, &role_name).await;
     ns.cleanup().await.unwrap();
 }
