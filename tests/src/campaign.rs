@@ -115,6 +115,7 @@ impl Scenario {
             kubeconfig: &self.proxy.kubeconfig(),
             namespace: self.ns.name(),
             crash_after,
+            metrics_addr: None,
         })
     }
 

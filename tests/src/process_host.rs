@@ -30,6 +30,8 @@ pub struct Launch<'a> {
     pub namespace: &'a str,
     /// `OPERATOR_HOST_CRASH_AFTER`: abort after this write step (`apply:2`, `status`, ...).
     pub crash_after: Option<&'a str>,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz` (default: a port of the OS's).
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl ProcessHost {
@@ -40,7 +42,12 @@ impl ProcessHost {
         let stderr = std::fs::File::create(&log).expect("the host's log file");
         let mut command = Command::new(launch.binary);
         command
-            .args(["run", "--install-crds", "--metrics-addr", "127.0.0.1:0"])
+            .args(["run", "--install-crds", "--metrics-addr"])
+            .arg(
+                launch
+                    .metrics_addr
+                    .map_or_else(|| "127.0.0.1:0".to_string(), |a| a.to_string()),
+            )
             .arg("--plugins")
             .arg(launch.plugins)
             .arg("--kubeconfig")
@@ -112,4 +119,24 @@ impl ProcessHost {
     pub async fn kill(mut self) {
         let _ = self.child.kill().await;
     }
+}
+
+/// A free port on 127.0.0.1 for a host's metrics (free when asked; the host binds it next).
+pub fn free_local_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free local port")
+}
+
+/// The HTTP status of `GET path` on `addr` (e.g. a host's `/readyz`), or `None` if nothing
+/// answers yet.
+pub async fn http_status(addr: std::net::SocketAddr, path: &str) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok()?;
+    let text = String::from_utf8_lossy(&response);
+    text.split_whitespace().nth(1)?.parse().ok()
 }
