@@ -123,6 +123,7 @@ impl Isolated {
             kubeconfig: &self.cluster.kubeconfig,
             namespace: &self.ns,
             crash_after: None,
+            metrics_addr: None,
         })
     }
 
