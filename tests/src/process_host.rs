@@ -55,7 +55,12 @@ impl ProcessHost {
             .args(["--namespace", launch.namespace])
             .arg("--cache-dir")
             .arg(repo_root().join("target/test-compile-cache"))
-            .env("RUST_LOG", "operator_host=info")
+            // OPERATOR_HOST_TEST_HOST_LOG overrides the filter, to see more of a failing run.
+            .env(
+                "RUST_LOG",
+                std::env::var("OPERATOR_HOST_TEST_HOST_LOG")
+                    .unwrap_or_else(|_| "operator_host=info".into()),
+            )
             .env_remove(operator_host::faults::CRASH_AFTER_ENV)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -93,6 +93,13 @@ async fn every_start_becomes_ready_and_every_sigterm_ends_the_host_within_ten_se
             },
             host.log()
         );
+        if stopping.elapsed() > Duration::from_secs(3) {
+            eprintln!(
+                "start {start}: exit took {:?} after SIGTERM; log:\n{}",
+                stopping.elapsed(),
+                host.log()
+            );
+        }
         exit_times.push(stopping.elapsed());
     }
     let max = |times: &[Duration]| times.iter().max().copied().unwrap_or_default();

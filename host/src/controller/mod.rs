@@ -164,6 +164,9 @@ pub struct PluginContext {
     /// The plugin's write budget (`writeBudget`), shared by all its parents in every
     /// namespace: each API write a reconcile causes waits for a token.
     pub write_budget: Arc<governor::DefaultDirectRateLimiter>,
+    /// Becomes true when the controller stops: a reconcile waiting for caches then gives up
+    /// (the watches that would fill them are no longer polled).
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The token bucket of `rules.writeBudget`.
@@ -201,7 +204,8 @@ pub struct PluginController {
     metrics: Arc<Metrics>,
     stop: tokio::sync::watch::Sender<bool>,
     reconcile_all: Vec<futures::channel::mpsc::UnboundedSender<()>>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Each controller's task and its parent cache.
+    tasks: Vec<(tokio::task::JoinHandle<()>, reflector::Store<DynamicObject>)>,
 }
 
 impl std::fmt::Debug for PluginController {
@@ -256,13 +260,14 @@ impl PluginController {
         let mut tasks = Vec::new();
         for namespace in scopes {
             let (trigger, triggered) = futures::channel::mpsc::unbounded();
+            let stopping = stopped.clone();
             let mut stopped = stopped.clone();
             let shutdown = async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
             };
             let plugin = current.load_full();
             let parents = Arc::new(reconcile::ParentStates::default());
-            let (controller, child_caches) = build_controller(
+            let (controller, parent_cache, child_caches) = build_controller(
                 client,
                 &plugin,
                 &policy.allowed_children(&plugin.decl),
@@ -288,10 +293,11 @@ impl PluginController {
                 parents,
                 policy: policy.clone(),
                 write_budget: write_budget.clone(),
+                stopping,
             });
             let scope = namespace.unwrap_or_else(|| "all namespaces".into());
             tracing::info!(plugin = %plugin.decl.name, parent = %plugin.decl.parent, children = plugin.decl.children.len(), %scope, "controller starting");
-            tasks.push(tokio::spawn(async move {
+            let task = tokio::spawn(async move {
                 controller
                     .reconcile_all_on(triggered)
                     .graceful_shutdown_on(shutdown)
@@ -303,7 +309,8 @@ impl PluginController {
                     })
                     .await;
                 tracing::info!(plugin = %plugin.decl.name, %scope, "controller stopped");
-            }));
+            });
+            tasks.push((task, parent_cache));
             reconcile_all.push(trigger);
         }
         PluginController {
@@ -332,10 +339,16 @@ impl PluginController {
         }
     }
 
-    /// Stops taking new work and waits for the reconciles in flight.
+    /// Stops taking new work and waits for the reconciles in flight. A controller whose parent
+    /// cache has not synced yet has none (kube-runtime holds every reconcile until it has), and
+    /// would wait for a cache nobody feeds any more: it is ended at once.
     pub async fn stop(self) {
+        use futures::FutureExt;
         let _ = self.stop.send(true);
-        for task in self.tasks {
+        for (task, parent_cache) in self.tasks {
+            if parent_cache.wait_until_ready().now_or_never().is_none() {
+                task.abort();
+            }
             let _ = task.await;
         }
         let name = &self.current.load().decl.name;
@@ -344,7 +357,8 @@ impl PluginController {
 }
 
 /// A controller of `plugin`'s parent kind in `namespace` (or all), fed by the watches of
-/// its `children` kinds (only objects the host manages for this plugin), and their caches.
+/// its `children` kinds (only objects the host manages for this plugin), its parent cache and
+/// the children's caches.
 fn build_controller(
     client: &Client,
     plugin: &Plugin,
@@ -353,7 +367,11 @@ fn build_controller(
     concurrency: u16,
     metrics: &Arc<Metrics>,
     parent_states: &Arc<reconcile::ParentStates>,
-) -> (Controller<DynamicObject>, Vec<ChildCache>) {
+) -> (
+    Controller<DynamicObject>,
+    reflector::Store<DynamicObject>,
+    Vec<ChildCache>,
+) {
     let decl = &plugin.decl;
     let parent_writer = Writer::new(decl.parent.api_resource());
     let parents = parent_writer.as_reader();
@@ -374,7 +392,7 @@ fn build_controller(
     .touched_objects()
     .predicate_filter(desired_state, PredicateConfig::default());
     let mut controller =
-        Controller::for_stream_with(parent_changes, parents, decl.parent.api_resource())
+        Controller::for_stream_with(parent_changes, parents.clone(), decl.parent.api_resource())
             .with_config(controller::Config::default().concurrency(concurrency));
     let selector = managed_children_selector(&decl.name);
     let mut child_caches = Vec::new();
@@ -410,7 +428,7 @@ fn build_controller(
             last_error,
         });
     }
-    (controller, child_caches)
+    (controller, parents, child_caches)
 }
 
 /// A hash of what a parent's reconcile follows from, other than its status: generation

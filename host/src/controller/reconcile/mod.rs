@@ -81,6 +81,8 @@ pub enum Error {
          for it, and its successor is reconciled once the cache has it"
     )]
     StaleParent { name: String },
+    #[error("the host is shutting down")]
+    ShuttingDown,
     #[error(
         "the child kind {kind} cannot be listed or watched: {problem}; the host retries, and \
          the plugin's parents are reconciled once it can (check the host's RBAC, see \
@@ -103,6 +105,7 @@ impl Error {
             Error::StatusNotConverging { .. } => "StatusNotConverging",
             Error::ChildKindUnavailable { .. } => "ChildKindUnavailable",
             Error::StaleParent { .. } => "StaleParent",
+            Error::ShuttingDown => "ShuttingDown",
         }
     }
 
@@ -277,9 +280,12 @@ const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(10);
 /// Waits until `cache` has synced, at most [`CACHE_SYNC_TIMEOUT`]. A waiter that starts
 /// before the store is ready can miss the wake-up when several reconciles wait at once (seen
 /// with kube-runtime 5), so each wait is bounded and retried with a fresh future.
-async fn wait_for_cache(cache: &ChildCache) -> Result<(), Error> {
+async fn wait_for_cache(cache: &ChildCache, ctx: &PluginContext) -> Result<(), Error> {
     let started = Instant::now();
     loop {
+        if *ctx.stopping.borrow() {
+            return Err(Error::ShuttingDown);
+        }
         match tokio::time::timeout(Duration::from_millis(100), cache.store.wait_until_ready()).await
         {
             Ok(Ok(())) => return Ok(()),
@@ -315,7 +321,7 @@ async fn observed_children(
     ctx: &PluginContext,
 ) -> Result<Vec<Value>, Error> {
     for cache in &ctx.child_caches {
-        wait_for_cache(cache).await?;
+        wait_for_cache(cache, ctx).await?;
     }
     let Some(uid) = parent.uid() else {
         return Ok(Vec::new());

@@ -121,15 +121,16 @@ pub(super) async fn write_status(
 }
 
 /// Puts `Reconciled=False` on the parent and publishes a Warning event; for a parent that is
-/// gone ([`Error::StaleParent`]) there is nobody to tell.
+/// gone ([`Error::StaleParent`]) there is nobody to tell, and a shutdown is not the parent's
+/// business.
 pub(super) async fn report_failure(
     parent: &DynamicObject,
     ctx: &PluginContext,
     plugin: &Plugin,
     error: &Error,
 ) {
-    if let Error::StaleParent { .. } = error {
-        tracing::debug!(plugin = %plugin.decl.name, parent = %parent_key(parent), %error, "stale parent");
+    if let Error::StaleParent { .. } | Error::ShuttingDown = error {
+        tracing::debug!(plugin = %plugin.decl.name, parent = %parent_key(parent), %error, "reconcile ended");
         return;
     }
     tracing::warn!(plugin = %plugin.decl.name, parent = %parent_key(parent), reason = error.reason(), %error, "reconcile failed");
