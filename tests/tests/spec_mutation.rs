@@ -753,6 +753,9 @@ impl Run<'_> {
                 ),
             );
         }
+        // A per-plugin value's verdict holds for it alone: only on a valid spec does a valid
+        // value leave the spec valid.
+        let was_valid = self.dirty.is_empty();
         let top = edit.path.first().cloned().unwrap_or_default();
         if !self.dirty.contains(&top) {
             self.dirty.push(top);
@@ -760,7 +763,7 @@ impl Run<'_> {
         let observed = children(self.scenario, &accepted.uid().unwrap()).await;
         match plan_for(self.scenario, &accepted, &observed) {
             Err(PlanError::InvalidSpec(message)) => {
-                if edit.plugin_rejects == Some(false) {
+                if edit.plugin_rejects == Some(false) && was_valid {
                     self.fail(
                         &step,
                         &shown,
