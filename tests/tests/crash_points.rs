@@ -104,7 +104,8 @@ async fn finalizer_and_prune_steps_converge_after_a_crash() {
     )
     .await;
     scenario.create("a", json!({"attack": "none"})).await;
-    scenario.crash_and_recover("finalizer-add", "a").await;
+    let took = scenario.crash_and_recover("finalizer-add", "a").await;
+    eprintln!("hostile, crash after finalizer-add: converged {took:?} after the restart");
     let finalizers = scenario
         .parents
         .get("a")
@@ -116,7 +117,8 @@ async fn finalizer_and_prune_steps_converge_after_a_crash() {
 
     // Pruning the ConfigMap no longer desired.
     scenario.patch_spec("a", json!({"attack": "idle"})).await;
-    scenario.crash_and_recover("prune", "a").await;
+    let took = scenario.crash_and_recover("prune", "a").await;
+    eprintln!("hostile, crash after prune: converged {took:?} after the restart");
 
     // Removing the finalizer: the parent and its children are gone after the restart.
     scenario.patch_spec("a", json!({"attack": "none"})).await;
