@@ -13,6 +13,7 @@ use kube::{CustomResource, ResourceExt};
 use operator_host_sdk::{
     Condition, Desired, Error, Kind, Observed, Reconciler, WorkloadView, child_meta, kind_of,
     restricted_container_security_context, restricted_pod_security_context,
+    validate_container_resources,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -94,12 +95,12 @@ impl Reconciler for MemcachedOperator {
     }
 
     fn reconcile(parent: &Memcached, observed: &Observed) -> Result<Desired, Error> {
-        validate(&parent.spec)?;
+        let spec = validate(&parent.spec)?;
         let name = parent.name_any();
         let labels = selector_labels(&name);
         let mut desired = Desired::new();
-        desired.child(&deployment(&name, &parent.spec, &labels))?;
-        desired.child(&service(&name, &parent.spec, &labels))?;
+        desired.child(&deployment(&name, &spec, &labels))?;
+        desired.child(&service(&name, &spec, &labels))?;
         let observed_deployment = observed.view::<Deployment, WorkloadView>(&name)?;
         let status = status(parent, observed_deployment.as_ref(), &desired, &labels);
         desired.status(&status)?;
@@ -109,8 +110,10 @@ impl Reconciler for MemcachedOperator {
 
 operator_host_sdk::export_reconciler!(MemcachedOperator);
 
-/// Checks what the CRD schema cannot express, and what `render` sees without an API server.
-pub fn validate(spec: &MemcachedSpec) -> Result<(), Error> {
+/// Checks what the CRD schema cannot express, and what `render` sees without an API server;
+/// returns the spec the children are made from: `resources` as the API server stores them
+/// (see [`validate_container_resources`]), so the applied Deployment is the one observed.
+pub fn validate(spec: &MemcachedSpec) -> Result<MemcachedSpec, Error> {
     if !(0..=MAX_SIZE).contains(&spec.size) {
         return Err(Error::invalid_field(
             "size",
@@ -129,7 +132,15 @@ pub fn validate(spec: &MemcachedSpec) -> Result<(), Error> {
             format!("must be a container image reference, got {:?}", spec.image),
         ));
     }
-    Ok(())
+    let resources = spec
+        .resources
+        .as_ref()
+        .map(|r| validate_container_resources("resources", r))
+        .transpose()?;
+    Ok(MemcachedSpec {
+        resources,
+        ..spec.clone()
+    })
 }
 
 /// Labels that select exactly one CR's pods: two CRs in a namespace never share them.

@@ -4,6 +4,7 @@ use super::*;
 use k8s_openapi::api::apps::v1::DeploymentStatus;
 use kube::CustomResourceExt;
 use operator_host_sdk::Observed;
+use serde_json::json;
 
 fn memcached(name: &str, size: i32) -> Memcached {
     let mut cr = Memcached::new(
@@ -253,4 +254,77 @@ fn the_deployment_carries_the_hash_of_its_spec_and_its_pods_do_not() {
     assert!(template.metadata.unwrap().annotations.is_none());
     let service = desired.get::<Service>("mc").unwrap();
     assert!(service.metadata.annotations.is_none());
+}
+
+fn with_resources(resources: serde_json::Value) -> Memcached {
+    let mut cr = memcached("mc", 2);
+    cr.spec.resources = Some(serde_json::from_value(resources).unwrap());
+    cr
+}
+
+#[test]
+fn resources_the_api_server_refuses_are_rejected_with_the_entry() {
+    // What the spec-mutation campaign found the Deployment's apply refused with a 422.
+    for (resources, field) in [
+        (
+            json!({"requests": {"k": 1}}),
+            r#"spec.resources.requests["k"]: "#,
+        ),
+        (
+            json!({"requests": {"bad key": 1}}),
+            r#"spec.resources.requests["bad key"]: "#,
+        ),
+        (
+            json!({"requests": {"-k-": 1}}),
+            r#"spec.resources.requests["-k-"]: "#,
+        ),
+        (
+            json!({"limits": {"cpu": "not-a-quantity"}}),
+            r#"spec.resources.limits["cpu"]: "#,
+        ),
+        (
+            json!({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}),
+            r#"spec.resources.requests["cpu"]: "#,
+        ),
+        (
+            json!({"requests": {"example.com/gpu": 1}}),
+            r#"spec.resources.limits["example.com/gpu"]: "#,
+        ),
+    ] {
+        let err =
+            MemcachedOperator::reconcile(&with_resources(resources.clone()), &Observed::default())
+                .unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidSpec(m) if m.starts_with(field)),
+            "{resources}: {err}"
+        );
+    }
+}
+
+#[test]
+fn the_container_gets_resources_as_the_api_server_stores_them() {
+    let desired = reconcile(
+        &with_resources(json!({"requests": {"cpu": "0.5"}, "limits": {}, "claims": []})),
+        &Observed::default(),
+    );
+    let container = &pod_template(&desired, "mc").spec.unwrap().containers[0];
+    let resources = container.resources.clone().unwrap();
+    assert_eq!(resources.requests.unwrap()["cpu"].0, "500m");
+    assert_eq!((resources.limits, resources.claims), (None, None));
+    // Empty maps and lists are left out, not written for the API server to drop.
+    let empty = reconcile(
+        &with_resources(json!({"requests": {}, "limits": {}, "claims": []})),
+        &Observed::default(),
+    );
+    let json = serde_json::to_value(empty.get::<Deployment>("mc").unwrap()).unwrap();
+    assert_eq!(
+        json["spec"]["template"]["spec"]["containers"][0]["resources"],
+        json!({})
+    );
+    let none = reconcile(&memcached("mc", 2), &Observed::default());
+    assert!(
+        pod_template(&none, "mc").spec.unwrap().containers[0]
+            .resources
+            .is_none()
+    );
 }

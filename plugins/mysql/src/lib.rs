@@ -43,10 +43,9 @@ impl Reconciler for MySqlOperator {
     }
 
     fn reconcile(parent: &InnoDBCluster, observed: &Observed) -> Result<Desired, Error> {
-        spec::validate(parent)?;
+        let spec = &spec::validate(parent)?;
         let name = parent.name_any();
         let namespace = parent.namespace().unwrap_or_else(|| "default".to_string());
-        let spec = &parent.spec;
         let data = config::initconf(&namespace, &name, spec.mycnf.as_deref());
         let hash = config::config_hash(&data);
 

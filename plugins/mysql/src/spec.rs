@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use kube::{CustomResource, KubeSchema, ResourceExt};
-use operator_host_sdk::Error;
+use operator_host_sdk::{Error, validate_container_resources};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -232,8 +232,10 @@ const OWN_LABEL_KEYS: &[&str] = &[
     "tier",
 ];
 
-/// Checks what the CRD schema cannot express, and what `render` sees without an API server.
-pub fn validate(cluster: &InnoDBCluster) -> Result<(), Error> {
+/// Checks what the CRD schema cannot express, and what `render` sees without an API server;
+/// returns the spec the children are made from: `resources` as the API server stores them
+/// (see [`validate_container_resources`]), so the applied StatefulSet is the one observed.
+pub fn validate(cluster: &InnoDBCluster) -> Result<InnoDBClusterSpec, Error> {
     let name = cluster.name_any();
     validate_name(&name)?;
     let spec = &cluster.spec;
@@ -300,7 +302,15 @@ pub fn validate(cluster: &InnoDBCluster) -> Result<(), Error> {
         }
         check_label_key("podAnnotations", key)?;
     }
-    Ok(())
+    let resources = spec
+        .resources
+        .as_ref()
+        .map(|r| validate_container_resources("resources", r))
+        .transpose()?;
+    Ok(InnoDBClusterSpec {
+        resources,
+        ..spec.clone()
+    })
 }
 
 /// `metadata.name`: a DNS-1035 label (the Services are named after it) of at most 40 characters.

@@ -1108,3 +1108,64 @@ fn routers_are_not_ready_until_a_new_version_is_rolled_out() {
     let status = status_of(&new, vec![current]);
     assert_eq!(condition(&status, "RouterReady")["status"], "True");
 }
+
+#[test]
+fn resources_the_api_server_refuses_are_rejected_with_the_entry() {
+    for (resources, field) in [
+        // "Limit must be set for non overcommitable resources".
+        (
+            json!({"requests": {"example.com/gpu": 1}}),
+            r#"spec.resources.limits["example.com/gpu"]: "#,
+        ),
+        (
+            json!({"requests": {"example.com/gpu": 1}, "limits": {"example.com/gpu": 2}}),
+            r#"spec.resources.requests["example.com/gpu"]: "#,
+        ),
+        (
+            json!({"requests": {"hugepages-2Mi": "2Mi", "memory": "1Gi"}}),
+            r#"spec.resources.limits["hugepages-2Mi"]: "#,
+        ),
+        (
+            json!({"requests": {"k": 1}}),
+            r#"spec.resources.requests["k"]: "#,
+        ),
+        (
+            json!({"limits": {"memory": "lots"}}),
+            r#"spec.resources.limits["memory"]: "#,
+        ),
+        (
+            json!({"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}}),
+            r#"spec.resources.requests["memory"]: "#,
+        ),
+        (
+            json!({"claims": [{"name": "gpu"}]}),
+            "spec.resources.claims: ",
+        ),
+    ] {
+        let message = rejected(&with(json!({ "resources": resources })));
+        assert!(message.starts_with(field), "{resources}: {message}");
+    }
+}
+
+#[test]
+fn the_mysql_container_gets_resources_as_the_api_server_stores_them() {
+    let desired = reconcile(&with(json!({"resources": {
+        "requests": {"cpu": 1.5, "example.com/gpu": "1"},
+        "limits": {"memory": "1.5Gi", "example.com/gpu": 1},
+        "claims": [],
+    }})));
+    let resources = mysql_container(&desired, "ic").resources.unwrap();
+    let requests = resources.requests.unwrap();
+    assert_eq!(
+        (
+            requests["cpu"].0.as_str(),
+            requests["example.com/gpu"].0.as_str()
+        ),
+        ("1500m", "1")
+    );
+    assert_eq!(resources.limits.unwrap()["memory"].0, "1536Mi");
+    assert_eq!(resources.claims, None);
+    let empty = reconcile(&with(json!({"resources": {"requests": {}, "limits": {}}})));
+    let resources = mysql_container(&empty, "ic").resources.unwrap();
+    assert_eq!((resources.requests, resources.limits), (None, None));
+}

@@ -34,6 +34,7 @@ mod children;
 mod error;
 pub mod log;
 mod reconciler;
+pub mod resources;
 mod security;
 mod status;
 mod view;
@@ -44,6 +45,7 @@ pub mod __private;
 pub use children::{Desired, Kind, Observed, child_meta, kind_of};
 pub use error::Error;
 pub use reconciler::{Finalized, Reconciler};
+pub use resources::validate_container_resources;
 pub use security::{restricted_container_security_context, restricted_pod_security_context};
 pub use status::{Condition, conditions_schema};
 pub use view::{
