@@ -24,4 +24,6 @@ pub mod rbac;
 pub mod registry;
 pub mod render;
 pub mod runtime;
+#[cfg(test)]
+mod test_support;
 pub mod watch;

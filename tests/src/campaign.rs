@@ -23,17 +23,6 @@ pub const BOUND: Duration = Duration::from_secs(60);
 /// How long the host must make no write once the state has converged.
 pub const QUIET: Duration = Duration::from_secs(3);
 
-/// The MySQL plugin's parent kind.
-pub fn mysql_resource() -> ApiResource {
-    ApiResource {
-        group: "mysql.operator-host.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "mysql.operator-host.dev/v1alpha1".into(),
-        kind: "InnoDBCluster".into(),
-        plural: "innodbclusters".into(),
-    }
-}
-
 /// One plugin in one namespace, the host run as a process through a fault proxy, and a
 /// bystander the host must never touch.
 pub struct Scenario {
@@ -62,6 +51,11 @@ impl Scenario {
         let path = plugins.path().join(format!("{plugin}.wasm"));
         std::fs::copy(plugin_path(dir, plugin), &path).unwrap();
         let plugin = Arc::new(Plugin::load(&runtime(), &path).unwrap());
+        // The parents are created before any host runs: their CRD must exist first (installed
+        // as `run --install-crds` does, so the hosts of the scenario may update it).
+        operator_host::controller::install_crd(&ns.client(), &plugin)
+            .await
+            .unwrap();
         let upstream = devcluster::cluster().config().await.unwrap();
         let proxy = FaultProxy::start(upstream).await.unwrap();
         // An object of a child kind, labelled like the host's children but owned by nobody.

@@ -12,3 +12,20 @@ pub fn attack_resource() -> ApiResource {
         plural: "attacks".into(),
     }
 }
+
+/// Drops every finalizer of the Attacks in `ns`, for a test that stops its host before the
+/// namespace is deleted: the host's finalizer would otherwise hold the namespace (and the CRD)
+/// in Terminating for good.
+pub async fn release_attacks(ns: &crate::devcluster::TestNamespace) {
+    use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+    let attacks: kube::Api<DynamicObject> =
+        kube::Api::namespaced_with(ns.client(), ns.name(), &attack_resource());
+    let release = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+    for attack in attacks.list(&ListParams::default()).await.unwrap() {
+        let name = kube::ResourceExt::name_any(&attack);
+        attacks
+            .patch(&name, &PatchParams::default(), &release)
+            .await
+            .unwrap();
+    }
+}

@@ -5,6 +5,7 @@ pub mod fault_proxy;
 pub mod host;
 pub mod hostile;
 pub mod memcached;
+pub mod mysql;
 pub mod oracle;
 pub mod process_host;
 pub mod squatter;

@@ -96,6 +96,21 @@ impl Oracle<'_> {
         operator_host::policy::Policy::default().allowed_children(&self.plugin.decl)
     }
 
+    /// The host's children of the parent with `uid` (of every kind it watches), with their
+    /// `apiVersion` and `kind` set.
+    pub async fn children_of(&self, uid: &str) -> Result<Vec<Value>, Error> {
+        let mut children = Vec::new();
+        for kind in &self.child_kinds() {
+            for child in self.owned(kind, uid).await? {
+                let mut value = serde_json::to_value(&child).unwrap_or(Value::Null);
+                value["apiVersion"] = kind.api_version().into();
+                value["kind"] = kind.kind.clone().into();
+                children.push(value);
+            }
+        }
+        Ok(children)
+    }
+
     /// The objects of `kind` labelled as the host's children of the parent with `uid`.
     async fn owned(
         &self,
@@ -213,23 +228,28 @@ impl Oracle<'_> {
         let Some((_, children)) = self.read(name).await? else {
             return Ok(BTreeMap::new());
         };
-        Ok(children
-            .iter()
-            .map(|c| {
-                (
-                    format!(
-                        "{}/{}",
-                        c["kind"].as_str().unwrap_or_default(),
-                        c["metadata"]["name"].as_str().unwrap_or_default()
-                    ),
-                    c["metadata"]["uid"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                )
-            })
-            .collect())
+        Ok(uids(&children))
     }
+}
+
+/// The UIDs of `children`, by `Kind/name`.
+pub fn uids(children: &[Value]) -> BTreeMap<String, String> {
+    children
+        .iter()
+        .map(|c| {
+            (
+                format!(
+                    "{}/{}",
+                    c["kind"].as_str().unwrap_or_default(),
+                    c["metadata"]["name"].as_str().unwrap_or_default()
+                ),
+                c["metadata"]["uid"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
 }
 
 /// The first place where `live` lacks what `desired` sets: maps key by key, lists element by

@@ -89,6 +89,23 @@ impl ProcessHost {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The last `lines` lines of the log, for failure messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let log = self.log();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Panics with the log's tail if the host has exited (`when` says at which point).
+    pub async fn assert_running(&mut self, when: &str) {
+        if let Some(status) = self.exited(Duration::from_millis(100)).await {
+            panic!(
+                "the host exited {when} ({status}); log tail:\n{}",
+                self.log_tail(80)
+            );
+        }
+    }
+
     /// Waits at most `timeout` for the host to exit by itself.
     pub async fn exited(&mut self, timeout: Duration) -> Option<ExitStatus> {
         tokio::time::timeout(timeout, self.child.wait())

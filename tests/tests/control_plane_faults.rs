@@ -52,23 +52,6 @@ const MANY_BOUND: Duration = Duration::from_secs(150);
 
 const CRD: &str = "memcacheds.cache.example.com";
 
-/// The last `lines` lines of a host's log, for failure messages.
-fn tail(host: &ProcessHost, lines: usize) -> String {
-    let log = host.log();
-    let all: Vec<&str> = log.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// Panics with the host's log tail if it has exited.
-async fn assert_running(host: &mut ProcessHost, when: &str) {
-    if let Some(status) = host.exited(Duration::from_millis(100)).await {
-        panic!(
-            "the host exited {when} ({status}); log tail:\n{}",
-            tail(host, 80)
-        );
-    }
-}
-
 /// The Memcached plugin, and a directory holding only it, for a host process.
 fn memcached_plugin() -> (tempfile::TempDir, Arc<Plugin>) {
     let dir = tempfile::tempdir().unwrap();
@@ -141,7 +124,7 @@ impl Isolated {
         if let Err(e) = wait_for_crd_established(&crds, CRD, BOUND).await {
             panic!(
                 "the host did not install {CRD}: {e}; log tail:\n{}",
-                tail(host, 80)
+                host.log_tail(80)
             );
         }
     }
@@ -320,7 +303,7 @@ impl Uids {
         assert!(
             recreated.is_empty(),
             "children were recreated (deleted and made again): {recreated:?}; host log tail:\n{}",
-            tail(host, 80)
+            host.log_tail(80)
         );
         self.first.lock().unwrap().len()
     }
@@ -356,25 +339,25 @@ async fn two_hundred_crs_converge_through_an_apiserver_restart() {
         Ok((uids.seen() >= MANY / 2).then_some(()))
     })
     .await
-    .unwrap_or_else(|e| panic!("{e}; host log tail:\n{}", tail(&host, 80)));
+    .unwrap_or_else(|e| panic!("{e}; host log tail:\n{}", host.log_tail(80)));
     let at_fault = uids.seen();
     let fault = cluster
         .restart_apiserver(Duration::from_secs(2))
         .await
         .unwrap();
     let back = Instant::now();
-    assert_running(&mut host, "during the apiserver restart").await;
+    host.assert_running("during the apiserver restart").await;
 
     let oracle = setup.oracle();
     if let Err(e) = all_converge(&oracle, &names, MANY_BOUND).await {
         panic!(
             "after the apiserver restart: {e}; host log tail:\n{}",
-            tail(&host, 80)
+            host.log_tail(80)
         );
     }
     let after_back = back.elapsed();
     let total = started.elapsed();
-    assert_running(&mut host, "after convergence").await;
+    host.assert_running("after convergence").await;
     let children = uids
         .assert_none_recreated(&setup.client, &setup.ns, &host)
         .await;
@@ -404,7 +387,12 @@ async fn the_host_survives_an_etcd_restart_and_serves_a_cr_created_after_it() {
     let oracle = setup.oracle();
     let before = all_converge(&oracle, &names, BOUND)
         .await
-        .unwrap_or_else(|e| panic!("before etcd restarts: {e}; log tail:\n{}", tail(&host, 80)));
+        .unwrap_or_else(|e| {
+            panic!(
+                "before etcd restarts: {e}; log tail:\n{}",
+                host.log_tail(80)
+            )
+        });
     let uids = Uids::start(setup.client.clone(), setup.ns.clone());
     wait_for("the children seen", BOUND, || async {
         Ok((uids.seen() == 2 * names.len()).then_some(()))
@@ -414,7 +402,7 @@ async fn the_host_survives_an_etcd_restart_and_serves_a_cr_created_after_it() {
 
     let fault = cluster.restart_etcd(Duration::from_secs(2)).await.unwrap();
     let back = Instant::now();
-    assert_running(&mut host, "during the etcd restart").await;
+    host.assert_running("during the etcd restart").await;
     create_retrying(&setup.parents, "after", json!({"size": 1})).await;
     names.push("after".into());
     let after = all_converge(&oracle, &names, BOUND)
@@ -422,10 +410,10 @@ async fn the_host_survives_an_etcd_restart_and_serves_a_cr_created_after_it() {
         .unwrap_or_else(|e| {
             panic!(
                 "after etcd restarted: {e}; host log tail:\n{}",
-                tail(&host, 80)
+                host.log_tail(80)
             )
         });
-    assert_running(&mut host, "after convergence").await;
+    host.assert_running("after convergence").await;
     uids.assert_none_recreated(&setup.client, &setup.ns, &host)
         .await;
     eprintln!(
@@ -465,7 +453,7 @@ async fn scenario_converges(scenario: &Scenario, host: &ProcessHost, what: &str)
         .collect();
     all_converge(&scenario.oracle(), &names, BOUND)
         .await
-        .unwrap_or_else(|e| panic!("{what}: {e}; host log tail:\n{}", tail(host, 80)))
+        .unwrap_or_else(|e| panic!("{what}: {e}; host log tail:\n{}", host.log_tail(80)))
 }
 
 /// The children of every parent of the scenario, by `Kind/name`.
@@ -491,7 +479,7 @@ async fn assert_same_uids(
     assert!(
         changed.is_empty(),
         "{what}: children recreated or gone: {changed:?}; host log tail:\n{}",
-        tail(host, 80)
+        host.log_tail(80)
     );
 }
 
@@ -524,9 +512,10 @@ async fn write_window(
     assert!(
         answered > 0,
         "the host made no write during the {code} window; host log tail:\n{}",
-        tail(host, 80)
+        host.log_tail(80)
     );
-    assert_running(host, &format!("during the {code} window")).await;
+    host.assert_running(&format!("during the {code} window"))
+        .await;
     let took = scenario_converges(scenario, host, &format!("after the {code} window")).await;
     (answered, took)
 }
@@ -576,7 +565,7 @@ async fn writes_failing_with_503_then_429_converge_once_the_window_ends() {
     .await;
     assert_same_uids(&scenario, &before, &host, "after the 429 window").await;
     scenario.assert_quiet(&host, "the write windows").await;
-    assert_running(&mut host, "after the write windows").await;
+    host.assert_running("after the write windows").await;
     eprintln!(
         "writes failing 6 s: 503 ({answered_503} writes refused) converged {after_503:?} after \
          the window; 429 with Retry-After 1 s ({answered_429} refused) converged {after_429:?} \
@@ -617,7 +606,7 @@ async fn dropping_every_connection_mid_convergence_converges() {
     scenario.proxy.drop_connections();
     let dropped = Instant::now();
     let took = scenario_converges(&scenario, &host, "after the drop").await;
-    assert_running(&mut host, "after the drop").await;
+    host.assert_running("after the drop").await;
     assert!(
         scenario.proxy.connections_accepted() > connections,
         "the host never reconnected after the drop"

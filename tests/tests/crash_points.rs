@@ -7,12 +7,12 @@
 //! `OPERATOR_HOST_CAMPAIGN=long` also crashes at every later apply of each plugin (not just
 //! the first and the last).
 
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, PostParams};
-use operator_host_tests::campaign::{BOUND, Scenario, mysql_resource};
+use kube::api::DeleteParams;
+use operator_host_tests::campaign::{BOUND, Scenario};
 use operator_host_tests::hostile::attack_resource;
 use operator_host_tests::memcached::memcached_resource;
+use operator_host_tests::mysql;
 use serde_json::json;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
@@ -70,20 +70,10 @@ async fn mysql_converges_after_a_crash_at_every_write_step() {
     let children = 7;
     for step in apply_steps(children).into_iter().chain(["status".into()]) {
         let scenario =
-            Scenario::new(BINARY, "crash-mysql", "plugins", "mysql", mysql_resource()).await;
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": "mysql-root"},
-            "stringData": {"rootUser": "root", "rootHost": "%", "rootPassword": "test-only"},
-        }))
-        .unwrap();
+            Scenario::new(BINARY, "crash-mysql", "plugins", "mysql", mysql::resource()).await;
+        mysql::create_root_secret(&scenario.ns).await;
         scenario
-            .ns
-            .api::<Secret>()
-            .create(&PostParams::default(), &secret)
-            .await
-            .unwrap();
-        scenario
-            .create("db", json!({"secretName": "mysql-root"}))
+            .create("db", json!({"secretName": mysql::ROOT_SECRET}))
             .await;
         let took = scenario.crash_and_recover(&step, "db").await;
         eprintln!("mysql, crash after {step}: converged {took:?} after the restart");

@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
-    WatchEvent, WatchParams,
+    DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
 };
 use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, kubectl, wait_for};
@@ -24,30 +24,16 @@ use serde_json::{Value, json};
 const TIMEOUT: Duration = Duration::from_secs(90);
 const NAME: &str = "mycluster";
 
-fn ic_resource() -> ApiResource {
-    ApiResource {
-        group: "mysql.operator-host.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "mysql.operator-host.dev/v1alpha1".into(),
-        kind: "InnoDBCluster".into(),
-        plural: "innodbclusters".into(),
-    }
-}
-
 /// A namespace with the root Secret, and a host running the MySQL plugin for it.
 async fn mysql_host(test: &str) -> (TestNamespace, Host, Api<DynamicObject>) {
     let ns = TestNamespace::new(test).await.unwrap();
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "mysql-root"},
-        "stringData": {"rootUser": "root", "rootHost": "%", "rootPassword": "test-only"},
-    }))
-    .unwrap();
-    ns.api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    operator_host_tests::mysql::create_root_secret(&ns).await;
     let host = Host::start(plugin_path("plugins", "mysql"), ns.name()).await;
-    let api = Api::namespaced_with(ns.client(), ns.name(), &ic_resource());
+    let api = Api::namespaced_with(
+        ns.client(),
+        ns.name(),
+        &operator_host_tests::mysql::resource(),
+    );
     (ns, host, api)
 }
 

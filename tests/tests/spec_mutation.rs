@@ -35,11 +35,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use operator_host::plan::{self, PlanError};
-use operator_host_tests::campaign::{BOUND, Scenario, mysql_resource};
+use operator_host_tests::campaign::{BOUND, Scenario};
 use operator_host_tests::fault_proxy::Matcher;
 use operator_host_tests::memcached::{memcached_resource, reconciled_condition};
 use operator_host_tests::oracle::{self, first_difference};
@@ -518,54 +517,9 @@ struct Tally {
     findings: Vec<String>,
 }
 
-/// The children the host manages for the parent with `uid` (as the oracle reads them; its
-/// reader is private, so it is repeated here).
+/// The children the host manages for the parent with `uid`, as the oracle reads them.
 async fn children(scenario: &Scenario, uid: &str) -> Vec<Value> {
-    let selector = format!(
-        "{}={},{}={uid}",
-        plan::MANAGED_BY_LABEL,
-        plan::MANAGED_BY,
-        plan::PARENT_UID_LABEL
-    );
-    let mut out = Vec::new();
-    for kind in operator_host::policy::Policy::default().allowed_children(&scenario.plugin.decl) {
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            scenario.ns.client(),
-            scenario.ns.name(),
-            &kind.api_resource(),
-        );
-        for child in api
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .unwrap()
-            .items
-        {
-            let mut value = serde_json::to_value(&child).unwrap();
-            value["apiVersion"] = kind.api_version().into();
-            value["kind"] = kind.kind.clone().into();
-            out.push(value);
-        }
-    }
-    out
-}
-
-fn uids(children: &[Value]) -> BTreeMap<String, String> {
-    children
-        .iter()
-        .map(|c| {
-            (
-                format!(
-                    "{}/{}",
-                    c["kind"].as_str().unwrap_or_default(),
-                    c["metadata"]["name"].as_str().unwrap_or_default()
-                ),
-                c["metadata"]["uid"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            )
-        })
-        .collect()
+    scenario.oracle().children_of(uid).await.unwrap()
 }
 
 /// The plugin's plan for the live parent and children.
@@ -641,7 +595,7 @@ impl Run<'_> {
     async fn children_unchanged(&self, step: &str, edit: &str, before: &BTreeMap<String, String>) {
         let uid = self.parent().await.uid().unwrap();
         let live = children(self.scenario, &uid).await;
-        let now = uids(&live);
+        let now = oracle::uids(&live);
         if &now != before {
             self.fail(
                 step,
@@ -696,7 +650,7 @@ impl Run<'_> {
         let step = format!("{index}");
         let parent = self.parent().await;
         let generation = parent.metadata.generation;
-        let before = uids(&children(self.scenario, &parent.uid().unwrap()).await);
+        let before = oracle::uids(&children(self.scenario, &parent.uid().unwrap()).await);
         let mut expect = edit.expect;
         if let Some(root) = &edit.immutable {
             let spec = &parent.data["spec"];
@@ -788,7 +742,8 @@ impl Run<'_> {
                 }
                 match self.valid(&step, &shown, &accepted).await {
                     Ok(took) => {
-                        let after = uids(&children(self.scenario, &accepted.uid().unwrap()).await);
+                        let after =
+                            oracle::uids(&children(self.scenario, &accepted.uid().unwrap()).await);
                         for (child, uid) in &before {
                             if after.get(child).is_some_and(|u| u != uid) {
                                 self.fail(
@@ -832,11 +787,13 @@ impl Run<'_> {
     async fn restore(&mut self, index: usize, tally: &mut Tally) {
         let step = format!("{index} (before it)");
         let shown = format!("the last valid spec back over {:?}", self.dirty);
-        let before = uids(&children(self.scenario, &self.parent().await.uid().unwrap()).await);
+        let before =
+            oracle::uids(&children(self.scenario, &self.parent().await.uid().unwrap()).await);
         let spec = self.last_valid_spec.clone();
         self.replace_spec(&spec).await;
         let took = self.converge(&step, &shown).await;
-        let after = uids(&children(self.scenario, &self.parent().await.uid().unwrap()).await);
+        let after =
+            oracle::uids(&children(self.scenario, &self.parent().await.uid().unwrap()).await);
         if after != before {
             self.fail(
                 &step,
@@ -1052,11 +1009,11 @@ async fn campaign(subject: Subject) {
             }
             run.step(index, edit, &mut tally).await;
         }
-        let before = uids(&children(&scenario, &run.parent().await.uid().unwrap()).await);
+        let before = oracle::uids(&children(&scenario, &run.parent().await.uid().unwrap()).await);
         run.replace_spec(&initial).await;
         run.dirty.clear();
         let took = run.converge("revert", "the initial spec back").await;
-        let after = uids(&children(&scenario, &run.parent().await.uid().unwrap()).await);
+        let after = oracle::uids(&children(&scenario, &run.parent().await.uid().unwrap()).await);
         for (child, uid) in &before {
             if after.get(child).is_some_and(|u| u != uid) {
                 run.fail(
@@ -1095,17 +1052,7 @@ fn nothing(_: &Scenario) -> futures::future::BoxFuture<'_, ()> {
 
 fn root_secret(scenario: &Scenario) -> futures::future::BoxFuture<'_, ()> {
     Box::pin(async move {
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": "mysql-root"},
-            "stringData": {"rootUser": "root", "rootHost": "%", "rootPassword": "test-only"},
-        }))
-        .unwrap();
-        scenario
-            .ns
-            .api::<Secret>()
-            .create(&PostParams::default(), &secret)
-            .await
-            .unwrap();
+        operator_host_tests::mysql::create_root_secret(&scenario.ns).await;
     })
 }
 
@@ -1133,7 +1080,7 @@ async fn mysql_spec_mutations() {
     campaign(Subject {
         dir: "plugins",
         plugin: "mysql",
-        resource: mysql_resource(),
+        resource: operator_host_tests::mysql::resource(),
         initial: json!({"secretName": "mysql-root"}),
         // What `validate` checks beyond the schema: Secret names, my.cnf's [mysqld] section,
         // label keys and values, and the keys the plugin sets itself.

@@ -13,7 +13,7 @@ use operator_host::policy::Policy;
 use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
 use operator_host_tests::fault_proxy::{FaultProxy, Matcher};
 use operator_host_tests::host::{Host, plugin_path, runtime};
-use operator_host_tests::hostile::attack_resource;
+use operator_host_tests::hostile::{attack_resource, release_attacks};
 use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
 use operator_host_tests::oracle::Oracle;
 use serde_json::json;
@@ -98,6 +98,7 @@ async fn a_namesake_created_while_the_child_cache_lags_is_not_taken_over() {
     assert_eq!(live.resource_version(), namesake.resource_version());
     assert!(live.owner_references().is_empty(), "{live:?}");
     host.stop().await;
+    release_attacks(&ns).await;
     ns.cleanup().await.unwrap();
 }
 

@@ -38,23 +38,6 @@ const CRD: &str = "memcacheds.cache.example.com";
 /// API server keeps its watches open.
 const FROZEN: Duration = Duration::from_secs(2);
 
-/// The last `lines` lines of a host's log, for failure messages.
-fn tail(host: &ProcessHost, lines: usize) -> String {
-    let log = host.log();
-    let all: Vec<&str> = log.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// Panics with the host's log tail if it has exited.
-async fn assert_running(host: &mut ProcessHost, when: &str) {
-    if let Some(status) = host.exited(Duration::from_millis(100)).await {
-        panic!(
-            "the host exited {when} ({status}); log tail:\n{}",
-            tail(host, 80)
-        );
-    }
-}
-
 /// One version of a child, as the test's watch saw it.
 #[derive(Debug, Clone)]
 struct Version {
@@ -153,7 +136,7 @@ async fn start_host(scenario: &Scenario) -> ProcessHost {
     if let Err(e) = wait_for_crd_established(&crds, CRD, BOUND).await {
         panic!(
             "the host did not install {CRD}: {e}; log tail:\n{}",
-            tail(&host, 80)
+            host.log_tail(80)
         );
     }
     host
@@ -188,7 +171,7 @@ async fn converges(scenario: &Scenario, host: &ProcessHost, name: &str, when: &s
         .unwrap_or_else(|e| {
             panic!(
                 "{when}, {name} did not converge within {BOUND:?}: {e}; host log tail:\n{}",
-                tail(host, 80)
+                host.log_tail(80)
             )
         })
 }
@@ -215,7 +198,7 @@ async fn a_spec_flipped_and_back_while_the_host_is_frozen_leaves_the_children_un
     let resumed = Instant::now();
     let took = converges(&scenario, &host, "cache", "after SIGCONT").await;
     scenario.assert_quiet(&host, "the A -> B -> A flip").await;
-    assert_running(&mut host, "after the flip").await;
+    host.assert_running("after the flip").await;
 
     let parent = scenario.parents.get("cache").await.unwrap();
     assert_eq!(
@@ -240,13 +223,13 @@ async fn a_spec_flipped_and_back_while_the_host_is_frozen_leaves_the_children_un
         "the Deployment's spec was written during the flip (size 3 or a new generation, \
          before: generation {:?}): {written_with_b:?}; host log tail:\n{}",
         before.metadata.generation,
-        tail(&host, 80)
+        host.log_tail(80)
     );
     assert_eq!(
         (after.uid(), after.metadata.generation),
         (before.uid(), before.metadata.generation),
         "the Deployment (uid, generation) changed across the flip; host log tail:\n{}",
-        tail(&host, 80)
+        host.log_tail(80)
     );
     let service_after = scenario.ns.api::<Service>().get("cache").await.unwrap();
     assert_eq!(
@@ -311,7 +294,7 @@ async fn a_cr_created_and_deleted_while_the_host_is_frozen_leaves_nothing() {
     let resumed = Instant::now();
     // The settle window: the host catches up, then makes no write for the quiet window.
     scenario.assert_quiet(&host, "the ghost CR").await;
-    assert_running(&mut host, "after the ghost CR").await;
+    host.assert_running("after the ghost CR").await;
 
     let ghosts: Vec<Version> = recording
         .versions()
@@ -322,7 +305,7 @@ async fn a_cr_created_and_deleted_while_the_host_is_frozen_leaves_nothing() {
         ghosts.is_empty(),
         "children were made for a CR deleted before the host could see it: {ghosts:?}; host \
          log tail:\n{}",
-        tail(&host, 80)
+        host.log_tail(80)
     );
     let params = ListParams::default().labels("app.kubernetes.io/instance=ghost");
     assert!(
@@ -419,13 +402,13 @@ async fn the_host_killed_and_restarted_while_crs_are_edited_converges_without_re
     scenario
         .assert_quiet(&second, "SIGKILL while editing")
         .await;
-    assert_running(&mut second, "after the restart").await;
+    second.assert_running("after the restart").await;
     let recreated = recording.recreated();
     assert!(
         recreated.is_empty(),
         "children were deleted and made again across the kill: {recreated:?}; new host's log \
          tail:\n{}",
-        tail(&second, 80)
+        second.log_tail(80)
     );
     let children: BTreeSet<String> = recording.versions().into_iter().map(|v| v.child).collect();
     assert_eq!(children.len(), 2 * CRS, "children seen: {children:?}");

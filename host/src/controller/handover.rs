@@ -198,26 +198,12 @@ fn dropped_child_target(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn kind(group: &str, version: &str, kind: &str, plural: &str) -> KindRef {
-        KindRef {
-            group: group.into(),
-            version: version.into(),
-            kind: kind.into(),
-            plural: plural.into(),
-            namespaced: true,
-        }
-    }
+    use crate::test_support::{kind, memcached_declaration};
 
     fn declaration(children: Vec<KindRef>) -> Declaration {
         Declaration {
-            name: "memcached".into(),
-            version: "0.1.0".into(),
-            content_hash: "abcdef".into(),
-            parent: kind("cache.example.com", "v1alpha1", "Memcached", "memcacheds"),
-            children,
             needs_finalize: true,
-            crd: Default::default(),
+            ..memcached_declaration(children)
         }
     }
 

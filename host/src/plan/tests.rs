@@ -1,33 +1,16 @@
 //! Unit tests of the plan: validation, ownership, ordering and status merging.
 
 use super::*;
-use crate::plugin::{Declaration, KindRef};
+use crate::plugin::Declaration;
+use crate::test_support::{kind, memcached_declaration};
 use serde_json::json;
 
-fn kind(group: &str, version: &str, kind: &str, plural: &str) -> KindRef {
-    KindRef {
-        group: group.into(),
-        version: version.into(),
-        kind: kind.into(),
-        plural: plural.into(),
-        namespaced: true,
-    }
-}
-
 fn declaration() -> Declaration {
-    Declaration {
-        name: "memcached".into(),
-        version: "0.1.0".into(),
-        content_hash: "abcdef0123456789".into(),
-        parent: kind("cache.example.com", "v1alpha1", "Memcached", "memcacheds"),
-        children: vec![
-            kind("apps", "v1", "Deployment", "deployments"),
-            kind("", "v1", "Service", "services"),
-            kind("", "v1", "ConfigMap", "configmaps"),
-        ],
-        needs_finalize: false,
-        crd: Default::default(),
-    }
+    memcached_declaration(vec![
+        kind("apps", "v1", "Deployment", "deployments"),
+        kind("", "v1", "Service", "services"),
+        kind("", "v1", "ConfigMap", "configmaps"),
+    ])
 }
 
 fn parent() -> Value {

@@ -1,28 +1,11 @@
 //! Unit tests of the policy: parsing, every validation error, defaults, each check.
 
 use super::*;
+use crate::test_support::{kind, memcached_declaration};
 use serde_json::json;
 
-fn kind(group: &str, version: &str, kind: &str, plural: &str) -> KindRef {
-    KindRef {
-        group: group.into(),
-        version: version.into(),
-        kind: kind.into(),
-        plural: plural.into(),
-        namespaced: true,
-    }
-}
-
 fn declaration(children: Vec<KindRef>) -> Declaration {
-    Declaration {
-        name: "memcached".into(),
-        version: "0.1.0".into(),
-        content_hash: "abcdef0123456789".into(),
-        parent: kind("cache.example.com", "v1alpha1", "Memcached", "memcacheds"),
-        children,
-        needs_finalize: false,
-        crd: Default::default(),
-    }
+    memcached_declaration(children)
 }
 
 fn deployment_kind() -> KindRef {

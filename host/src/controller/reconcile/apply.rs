@@ -81,6 +81,10 @@ pub(super) async fn apply_children(
                 // it: read what is there now and decide again, once.
                 tracing::debug!(kind = %kind, %name, "child replaced since cached; re-reading");
                 let live = read_owned(&api, kind, &name, parent).await?;
+                if live.is_none() && !parent_checked {
+                    ensure_parent_current(parent, ctx, plugin).await?;
+                    parent_checked = true;
+                }
                 let after = apply_believing(ctx, plugin, &api, kind, child, live.as_ref()).await?;
                 (live, after)
             }

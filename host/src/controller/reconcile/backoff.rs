@@ -118,16 +118,7 @@ pub(super) fn backoff(failures: u32) -> Duration {
 mod tests {
     use super::*;
     use crate::plan::PlanError;
-
-    fn memcached_resource() -> kube::core::ApiResource {
-        kube::core::ApiResource {
-            group: "cache.example.com".into(),
-            version: "v1alpha1".into(),
-            api_version: "cache.example.com/v1alpha1".into(),
-            kind: "Memcached".into(),
-            plural: "memcacheds".into(),
-        }
-    }
+    use crate::test_support::memcached_resource;
 
     fn parent(name: &str, uid: &str) -> DynamicObject {
         let mut object = DynamicObject::new(name, &memcached_resource()).within("ns");

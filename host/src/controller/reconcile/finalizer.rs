@@ -115,13 +115,7 @@ mod tests {
     use super::*;
 
     fn parent(finalizers: Option<Vec<&str>>) -> DynamicObject {
-        let resource = kube::core::ApiResource {
-            group: "cache.example.com".into(),
-            version: "v1alpha1".into(),
-            api_version: "cache.example.com/v1alpha1".into(),
-            kind: "Memcached".into(),
-            plural: "memcacheds".into(),
-        };
+        let resource = crate::test_support::memcached_resource();
         let mut object = DynamicObject::new("a", &resource).within("ns");
         object.metadata.uid = Some("uid-1".into());
         object.metadata.resource_version = Some("7".into());

@@ -169,13 +169,7 @@ mod tests {
 
     #[test]
     fn the_status_write_carries_the_uid_of_the_parent_it_was_computed_for() {
-        let resource = kube::core::ApiResource {
-            group: "cache.example.com".into(),
-            version: "v1alpha1".into(),
-            api_version: "cache.example.com/v1alpha1".into(),
-            kind: "Memcached".into(),
-            plural: "memcacheds".into(),
-        };
+        let resource = crate::test_support::memcached_resource();
         let mut parent = DynamicObject::new("a", &resource).within("ns");
         parent.metadata.uid = Some("uid-1".into());
         let patch = status_patch(&parent, json!({"ready": true}));
