@@ -14,12 +14,14 @@
 //! of it: parents deleted then wait without a condition (the README says how to release them).
 
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::{Client, Resource, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::reconcile::{FINALIZER, delete_target, holds_finalizer};
-use super::{FIELD_MANAGER, api_for, managed_children_selector};
+use super::reconcile::{
+    FINALIZER, delete_target, event, holds_finalizer, now_rfc3339, status_patch,
+};
+use super::{FIELD_MANAGER, api_for, managed_children_selector, recorder};
 use crate::plan::{
     self, MANAGED_BY, MANAGED_BY_LABEL, PARENT_UID_LABEL, PLUGIN_LABEL, PruneTarget,
 };
@@ -45,13 +47,7 @@ pub async fn mark_parents_without_plugin(
     namespaces: &[String],
     why: &str,
 ) {
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: FIELD_MANAGER.into(),
-            instance: std::env::var("POD_NAME").ok(),
-        },
-    );
+    let recorder = recorder(client);
     for scope in scopes(namespaces) {
         let api = api_for(client, &old.decl.parent, scope);
         let parents = match api.list(&ListParams::default()).await {
@@ -64,15 +60,9 @@ pub async fn mark_parents_without_plugin(
         for parent in parents.items.iter().filter(|p| holds_finalizer(p)) {
             let message = orphan_message(&old.decl.name, &old.decl.parent, parent, why);
             let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
-            let now = k8s_openapi::jiff::Timestamp::now().to_string();
-            let status = plan::failure_status(&parent_json, PLUGIN_REMOVED, &message, &now);
-            let types = parent.types.clone().unwrap_or_default();
-            let patch = json!({
-                "apiVersion": types.api_version,
-                "kind": types.kind,
-                "metadata": {"uid": parent.uid()},
-                "status": status,
-            });
+            let status =
+                plan::failure_status(&parent_json, PLUGIN_REMOVED, &message, &now_rfc3339());
+            let patch = status_patch(parent, status);
             let written = api
                 .patch_status(
                     &parent.name_any(),
@@ -83,13 +73,7 @@ pub async fn mark_parents_without_plugin(
             if let Err(error) = written {
                 tracing::warn!(parent = %parent.name_any(), %error, "cannot mark a parent whose plugin is gone");
             }
-            let event = Event {
-                type_: EventType::Warning,
-                reason: PLUGIN_REMOVED.into(),
-                note: Some(message.chars().take(1000).collect()),
-                action: "Reconcile".into(),
-                secondary: None,
-            };
+            let event = event(EventType::Warning, PLUGIN_REMOVED, &message, None);
             let reference = parent.object_ref(&old.decl.parent.api_resource());
             if let Err(error) = recorder.publish(&event, &reference).await {
                 tracing::debug!(%error, "cannot publish event");
@@ -199,6 +183,7 @@ fn dropped_child_target(
 mod tests {
     use super::*;
     use crate::test_support::{kind, memcached_declaration};
+    use serde_json::json;
 
     fn declaration(children: Vec<KindRef>) -> Declaration {
         Declaration {

@@ -176,6 +176,17 @@ fn write_budget(rules: &Effective) -> governor::DefaultDirectRateLimiter {
     governor::RateLimiter::direct(governor::Quota::per_second(per_second).allow_burst(burst))
 }
 
+/// The recorder of the host's events (the pod's name, if it has one, as the instance).
+fn recorder(client: &Client) -> Recorder {
+    Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        },
+    )
+}
+
 /// How `/readyz` names what of `plugin` cannot be served.
 fn unavailable_prefix(plugin: &str) -> String {
     format!("plugin {plugin}: ")
@@ -280,13 +291,7 @@ impl PluginController {
                 plugin: current.clone(),
                 client: client.clone(),
                 child_caches,
-                recorder: Recorder::new(
-                    client.clone(),
-                    Reporter {
-                        controller: FIELD_MANAGER.into(),
-                        instance: std::env::var("POD_NAME").ok(),
-                    },
-                ),
+                recorder: recorder(client),
                 metrics: metrics.clone(),
                 resync: config.resync,
                 call_slots: call_slots.clone(),

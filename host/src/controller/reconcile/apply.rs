@@ -19,7 +19,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::Value;
 
-use super::{Error, PluginContext, publish, spend_write};
+use super::{Error, PluginContext, child_reference, publish, spend_write};
 use crate::controller::{FIELD_MANAGER, api_for};
 use crate::faults;
 use crate::metrics::KindLabels;
@@ -103,7 +103,8 @@ pub(super) async fn apply_children(
         };
         changed += 1;
         let reason = change.reason();
-        let related = child_reference(kind, &after);
+        let text = |field: &str| after["metadata"][field].as_str().unwrap_or_default();
+        let related = child_reference(kind, text("namespace"), &name, text("uid"));
         let note = format!("{reason} {} {name}", kind.kind);
         publish(
             ctx,
@@ -270,20 +271,6 @@ fn project(template: &Value, object: &Value) -> Value {
                 .collect(),
         ),
         (_, value) => value.clone(),
-    }
-}
-
-/// The child as an event's related object.
-fn child_reference(kind: &KindRef, object: &Value) -> k8s_openapi::api::core::v1::ObjectReference {
-    let metadata = &object["metadata"];
-    let text = |field: &str| metadata[field].as_str().map(str::to_string);
-    k8s_openapi::api::core::v1::ObjectReference {
-        api_version: Some(kind.api_version()),
-        kind: Some(kind.kind.clone()),
-        name: text("name"),
-        namespace: text("namespace"),
-        uid: text("uid"),
-        ..Default::default()
     }
 }
 

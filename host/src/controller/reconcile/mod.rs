@@ -35,6 +35,7 @@ use finalizer::DeletionStep;
 pub use backoff::{ParentStates, error_policy, forget_gone_parents};
 pub use finalizer::{FINALIZER, holds as holds_finalizer};
 pub(crate) use prune::delete_target;
+pub(crate) use status::status_patch;
 
 /// Why a reconcile failed; every variant names the step.
 #[derive(Debug, thiserror::Error)]
@@ -120,7 +121,8 @@ impl Error {
     }
 }
 
-pub(super) fn now_rfc3339() -> String {
+/// Now, to the second, for condition transitions (plugins have no clock).
+pub(crate) fn now_rfc3339() -> String {
     let now = k8s_openapi::jiff::Timestamp::now();
     now.round(k8s_openapi::jiff::Unit::Second)
         .unwrap_or(now)
@@ -412,15 +414,42 @@ async fn publish(
     related: Option<k8s_openapi::api::core::v1::ObjectReference>,
 ) {
     let reference = parent.object_ref(&plugin.decl.parent.api_resource());
-    let event = Event {
+    let event = event(type_, reason, &note, related);
+    spend_write(ctx, &plugin.decl.name, "event").await;
+    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
+        tracing::debug!(%error, "cannot publish event");
+    }
+}
+
+/// An event of the host's about a parent (`related`: the child it is about, if any).
+pub(crate) fn event(
+    type_: EventType,
+    reason: &str,
+    note: &str,
+    related: Option<k8s_openapi::api::core::v1::ObjectReference>,
+) -> Event {
+    Event {
         type_,
         reason: reason.to_string(),
         note: Some(note.chars().take(1000).collect()),
         action: "Reconcile".into(),
         secondary: related,
-    };
-    spend_write(ctx, &plugin.decl.name, "event").await;
-    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
-        tracing::debug!(%error, "cannot publish event");
+    }
+}
+
+/// A child of `kind` as an event's related object.
+fn child_reference(
+    kind: &crate::plugin::KindRef,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(kind.api_version()),
+        kind: Some(kind.kind.clone()),
+        name: Some(name.to_string()),
+        namespace: Some(namespace.to_string()),
+        uid: Some(uid.to_string()),
+        ..Default::default()
     }
 }

@@ -4,7 +4,7 @@
 use kube::api::{DeleteParams, DynamicObject, Preconditions, PropagationPolicy};
 use kube::runtime::events::EventType;
 
-use super::{Error, PluginContext, publish, spend_write};
+use super::{Error, PluginContext, child_reference, publish, spend_write};
 use crate::controller::api_for;
 use crate::faults;
 use crate::metrics::KindLabels;
@@ -32,14 +32,7 @@ pub(super) async fn prune_children(
             })
             .inc();
         let message = format!("Pruned {} {}", target.kind.kind, target.name);
-        let related = k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some(target.kind.api_version()),
-            kind: Some(target.kind.kind.clone()),
-            name: Some(target.name.clone()),
-            namespace: Some(target.namespace.clone()),
-            uid: Some(target.uid.clone()),
-            ..Default::default()
-        };
+        let related = child_reference(&target.kind, &target.namespace, &target.name, &target.uid);
         publish(
             ctx,
             plugin,

@@ -86,7 +86,7 @@ pub(super) fn check_status_churn(
 
 /// The status patch: server-side apply of `status` to the parent the host believes it is
 /// writing to (its UID), so a stale view never writes to a new parent of the same name.
-fn status_patch(parent: &DynamicObject, status: Value) -> Value {
+pub(crate) fn status_patch(parent: &DynamicObject, status: Value) -> Value {
     let types = parent.types.clone().unwrap_or_default();
     json!({
         "apiVersion": types.api_version,
