@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, ResourceExt};
 use operator_host::plugin::Plugin;
 use serde_json::{Value, json};
@@ -130,14 +130,7 @@ impl Scenario {
 
     /// Merges `spec` into parent `name`'s spec.
     pub async fn patch_spec(&self, name: &str, spec: Value) {
-        self.parents
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": spec})),
-            )
-            .await
-            .unwrap();
+        crate::memcached::patch_spec(&self.parents, name, spec).await;
     }
 
     /// Runs a host that must abort at `step`, then one without crash points, and checks the

@@ -75,3 +75,30 @@ pub async fn managed_children(
     }
     (uids, annotated)
 }
+
+/// Merges `spec` into parent `name`'s spec.
+pub async fn patch_spec(api: &Api<DynamicObject>, name: &str, spec: Value) {
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"spec": spec})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Waits (at most `timeout`) until parent `name`'s `Reconciled` condition has `reason`;
+/// returns the condition, or panics naming the reason.
+pub async fn wait_for_reason(
+    api: &Api<DynamicObject>,
+    name: &str,
+    reason: &str,
+    timeout: std::time::Duration,
+) -> Value {
+    crate::devcluster::wait_for(&format!("Reconciled reason {reason}"), timeout, || async {
+        let condition = reconciled_condition(&api.get(name).await?);
+        Ok((condition["reason"] == reason).then_some(condition))
+    })
+    .await
+    .unwrap()
+}

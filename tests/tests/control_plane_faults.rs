@@ -22,14 +22,14 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use operator_host::plugin::Plugin;
 use operator_host_tests::campaign::{BOUND, Scenario};
 use operator_host_tests::devcluster::{self, Cluster, wait_for, wait_for_crd_established};
 use operator_host_tests::fault_proxy::{Matcher, Outcome, StatusFault};
 use operator_host_tests::host::{plugin_path, runtime};
-use operator_host_tests::memcached::memcached_resource;
+use operator_host_tests::memcached::{memcached_resource, patch_spec};
 use operator_host_tests::oracle::Oracle;
 use operator_host_tests::process_host::{Launch, ProcessHost};
 use serde_json::{Value, json};
@@ -154,17 +154,6 @@ async fn create_retrying(api: &Api<DynamicObject>, name: &str, spec: Value) {
             Err(e) => Err(e.into()),
         }
     })
-    .await
-    .unwrap();
-}
-
-/// Merges `spec` into `name`'s spec.
-async fn patch_spec(api: &Api<DynamicObject>, name: &str, spec: Value) {
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": spec})),
-    )
     .await
     .unwrap();
 }

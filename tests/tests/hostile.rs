@@ -20,7 +20,9 @@ use operator_host::policy::Policy;
 use operator_host_tests::devcluster::{TestNamespace, apiserver_requests, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::hostile::attack_resource;
-use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
+use operator_host_tests::memcached::{
+    create, memcached_resource, reconciled_condition, wait_for_reason,
+};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -845,12 +847,7 @@ async fn a_parent_in_a_forbidden_namespace_gets_no_finalizer_and_is_deleted() {
         json!({"attack": "hold-finalizer"}),
     )
     .await;
-    let condition = wait_for("the policy violation", TIMEOUT, || async {
-        let condition = reconciled_condition(&attacks.get("attack").await?);
-        Ok((condition["reason"] == "PolicyViolation").then_some(condition))
-    })
-    .await
-    .unwrap();
+    let condition = wait_for_reason(&attacks, "attack", "PolicyViolation", TIMEOUT).await;
     assert!(
         condition["message"]
             .as_str()
@@ -987,12 +984,7 @@ async fn memories_under_the_limit_each_but_over_it_together_are_out_of_memory() 
     let parents: Api<DynamicObject> =
         Api::namespaced_with(ns.client(), ns.name(), &many_memories_resource());
     create(&parents, &many_memories_resource(), "attack", json!({})).await;
-    let condition = wait_for("PluginOutOfMemory", TIMEOUT, || async {
-        let condition = reconciled_condition(&parents.get("attack").await?);
-        Ok((condition["reason"] == "PluginOutOfMemory").then_some(condition))
-    })
-    .await
-    .unwrap();
+    let condition = wait_for_reason(&parents, "attack", "PluginOutOfMemory", TIMEOUT).await;
     assert!(
         condition["message"]
             .as_str()
@@ -1036,12 +1028,7 @@ async fn a_child_kind_that_cannot_be_listed_is_reported_and_holds_up_nothing_els
     let parents: Api<DynamicObject> =
         Api::namespaced_with(ns.client(), ns.name(), &many_memories_resource());
     create(&parents, &many_memories_resource(), "ghost", json!({})).await;
-    let condition = wait_for("ChildKindUnavailable", TIMEOUT, || async {
-        let condition = reconciled_condition(&parents.get("ghost").await?);
-        Ok((condition["reason"] == "ChildKindUnavailable").then_some(condition))
-    })
-    .await
-    .unwrap();
+    let condition = wait_for_reason(&parents, "ghost", "ChildKindUnavailable", TIMEOUT).await;
     let message = condition["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("v1/GhostKind") && message.contains("404"),

@@ -11,7 +11,9 @@ use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::hostile::{attack_resource, release_attacks};
-use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
+use operator_host_tests::memcached::{
+    create, memcached_resource, reconciled_condition, wait_for_reason,
+};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -57,12 +59,13 @@ async fn a_removed_plugins_parents_keep_the_finalizer_and_say_how_to_release_the
         .await
         .unwrap();
     std::fs::remove_file(plugins.path().join("hostile.wasm")).unwrap();
-    let condition = wait_for("the PluginRemoved condition", TIMEOUT, || async {
-        let condition = reconciled_condition(&api.get("held").await?);
-        Ok((condition["reason"] == operator_host::controller::PLUGIN_REMOVED).then_some(condition))
-    })
-    .await
-    .unwrap();
+    let condition = wait_for_reason(
+        &api,
+        "held",
+        operator_host::controller::PLUGIN_REMOVED,
+        TIMEOUT,
+    )
+    .await;
     ns.wait_for_event("a PluginRemoved event", |e: &Event| {
         e.reason.as_deref() == Some("PluginRemoved")
     })

@@ -16,7 +16,9 @@ use operator_host::policy::Policy;
 use operator_host::rbac;
 use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path, runtime};
-use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
+use operator_host_tests::memcached::{
+    create, memcached_resource, reconciled_condition, wait_for_reason,
+};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -118,6 +120,25 @@ async fn client_bound_to(ns: &TestNamespace, role: &ClusterRole) -> Client {
     restricted
 }
 
+/// A host serving `plugin` in `ns` with the credentials of `client`, and its plugin directory.
+async fn serve_as(
+    client: Client,
+    plugin: &Plugin,
+    ns: &TestNamespace,
+) -> (tempfile::TempDir, Host) {
+    let plugins = tempfile::tempdir().unwrap();
+    let file = plugin.path.file_name().expect("a plugin file");
+    std::fs::copy(&plugin.path, plugins.path().join(file)).unwrap();
+    let host = Host::start_as(
+        client,
+        plugins.path().to_path_buf(),
+        &[ns.name()],
+        Policy::default(),
+    )
+    .await;
+    (plugins, host)
+}
+
 /// Deletes the ClusterRole `name` and its binding.
 async fn delete_role(admin: &Client, name: &str) {
     let bindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
@@ -157,15 +178,7 @@ async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
 
     // The host with that kubeconfig: installs the CRD, watches, applies, writes status and
     // events, all as the ServiceAccount.
-    let plugins = tempfile::tempdir().unwrap();
-    std::fs::copy(&plugin.path, plugins.path().join("memcached.wasm")).unwrap();
-    let host = Host::start_as(
-        restricted,
-        plugins.path().to_path_buf(),
-        &[ns.name()],
-        Policy::default(),
-    )
-    .await;
+    let (_plugins, host) = serve_as(restricted, &plugin, &ns).await;
     let resource = memcached_resource();
     let memcacheds: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns.name(), &resource);
     create(&memcacheds, &resource, "cache", json!({"size": 2})).await;
@@ -239,24 +252,11 @@ async fn a_child_kind_the_host_may_not_watch_recovers_once_the_permission_is_gra
         "the role had a Service rule to take away"
     );
     let restricted = client_bound_to(&ns, &partial).await;
-    let plugins = tempfile::tempdir().unwrap();
-    std::fs::copy(&plugin.path, plugins.path().join("memcached.wasm")).unwrap();
-    let host = Host::start_as(
-        restricted,
-        plugins.path().to_path_buf(),
-        &[ns.name()],
-        Policy::default(),
-    )
-    .await;
+    let (_plugins, host) = serve_as(restricted, &plugin, &ns).await;
     let resource = memcached_resource();
     let memcacheds: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns.name(), &resource);
     create(&memcacheds, &resource, "cache", json!({"size": 1})).await;
-    let condition = wait_for("ChildKindUnavailable", TIMEOUT, || async {
-        let condition = reconciled_condition(&memcacheds.get("cache").await?);
-        Ok((condition["reason"] == "ChildKindUnavailable").then_some(condition))
-    })
-    .await
-    .unwrap();
+    let condition = wait_for_reason(&memcacheds, "cache", "ChildKindUnavailable", TIMEOUT).await;
     let message = condition["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("Service") && message.contains("403"),

@@ -9,8 +9,10 @@ use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, kubectl, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::hostile::attack_resource;
-use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
-use serde_json::{Value, json};
+use operator_host_tests::memcached::{
+    create, memcached_resource, patch_spec, reconciled_condition,
+};
+use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -19,16 +21,6 @@ async fn memcached_host(test: &str) -> (TestNamespace, Host, Api<DynamicObject>)
     let host = Host::start(plugin_path("plugins", "memcached"), ns.name()).await;
     let api = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
     (ns, host, api)
-}
-
-async fn patch_spec(api: &Api<DynamicObject>, name: &str, spec: Value) {
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": spec})),
-    )
-    .await
-    .unwrap();
 }
 
 /// Waits until the CR's status says `ready` pods are ready for its current generation.

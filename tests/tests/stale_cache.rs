@@ -14,7 +14,7 @@ use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
 use operator_host_tests::fault_proxy::{FaultProxy, Matcher};
 use operator_host_tests::host::{Host, plugin_path, runtime};
 use operator_host_tests::hostile::{attack_resource, release_attacks};
-use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
+use operator_host_tests::memcached::{create, memcached_resource, wait_for_reason};
 use operator_host_tests::oracle::Oracle;
 use serde_json::json;
 
@@ -77,12 +77,7 @@ async fn a_namesake_created_while_the_child_cache_lags_is_not_taken_over() {
         )
         .await
         .unwrap();
-    let condition = wait_for("ChildNotOwned", TIMEOUT, || async {
-        let condition = reconciled_condition(&attacks.get("a").await?);
-        Ok((condition["reason"] == "ChildNotOwned").then_some(condition))
-    })
-    .await
-    .unwrap();
+    let condition = wait_for_reason(&attacks, "a", "ChildNotOwned", TIMEOUT).await;
     assert!(
         condition["message"]
             .as_str()
