@@ -61,6 +61,15 @@ fn config_map(name: &str) -> ConfigMap {
     }
 }
 
+/// A namespace for `test`, a proxy to the shared cluster, and the namespace's ConfigMaps
+/// through it.
+async fn proxied(test: &str) -> (TestNamespace, FaultProxy, Api<ConfigMap>) {
+    let ns = TestNamespace::new(test).await.unwrap();
+    let proxy = proxy_to_shared_cluster().await;
+    let via_proxy = Api::namespaced(proxy.client().unwrap(), ns.name());
+    (ns, proxy, via_proxy)
+}
+
 /// A raw watch of our config maps of `api` from `resource_version`, bookmarks left out.
 async fn raw_watch(
     api: &Api<ConfigMap>,
@@ -89,11 +98,7 @@ fn list_version(list: &kube::api::ObjectList<ConfigMap>) -> String {
 
 #[tokio::test]
 async fn a_list_and_a_watch_go_through_the_proxy() {
-    let ns = TestNamespace::new("a_list_and_a_watch_go_through_the_proxy")
-        .await
-        .unwrap();
-    let proxy = proxy_to_shared_cluster().await;
-    let via_proxy: Api<ConfigMap> = Api::namespaced(proxy.client().unwrap(), ns.name());
+    let (ns, proxy, via_proxy) = proxied("a_list_and_a_watch_go_through_the_proxy").await;
 
     via_proxy
         .create(&PostParams::default(), &config_map("through"))
@@ -126,11 +131,7 @@ async fn a_list_and_a_watch_go_through_the_proxy() {
 
 #[tokio::test]
 async fn a_held_watch_delivers_nothing_until_released_then_every_event_in_order() {
-    let ns = TestNamespace::new("a_held_watch_delivers_nothing_until_released")
-        .await
-        .unwrap();
-    let proxy = proxy_to_shared_cluster().await;
-    let via_proxy: Api<ConfigMap> = Api::namespaced(proxy.client().unwrap(), ns.name());
+    let (ns, proxy, via_proxy) = proxied("a_held_watch_delivers_nothing_until_released").await;
     let list = via_proxy.list(&ours()).await.unwrap();
     let mut events = raw_watch(&via_proxy, &list_version(&list)).await;
 
@@ -265,11 +266,7 @@ async fn a_delay_holds_back_matching_requests_only() {
 
 #[tokio::test]
 async fn dropping_connections_ends_a_watch_and_a_watcher_recovers() {
-    let ns = TestNamespace::new("dropping_connections_ends_a_watch")
-        .await
-        .unwrap();
-    let proxy = proxy_to_shared_cluster().await;
-    let via_proxy: Api<ConfigMap> = Api::namespaced(proxy.client().unwrap(), ns.name());
+    let (ns, proxy, via_proxy) = proxied("dropping_connections_ends_a_watch").await;
     let list = via_proxy.list(&ours()).await.unwrap();
 
     // A raw watch ends (an error or the end of the stream) when its connection is dropped.
@@ -312,11 +309,7 @@ async fn dropping_connections_ends_a_watch_and_a_watcher_recovers() {
 
 #[tokio::test]
 async fn the_counters_record_each_request_by_method_and_path() {
-    let ns = TestNamespace::new("the_counters_record_each_request")
-        .await
-        .unwrap();
-    let proxy = proxy_to_shared_cluster().await;
-    let via_proxy: Api<ConfigMap> = Api::namespaced(proxy.client().unwrap(), ns.name());
+    let (ns, proxy, via_proxy) = proxied("the_counters_record_each_request").await;
     via_proxy
         .create(&PostParams::default(), &config_map("counted"))
         .await
