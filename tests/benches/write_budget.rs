@@ -43,7 +43,7 @@ async fn status_writes(
     let attacks: Api<DynamicObject> =
         Api::namespaced_with(ns.client(), ns.name(), &attack_resource());
     let client = ns.client();
-    let before = apiserver_requests(&client, "APPLY", "attacks", "status").await?;
+    let before = apiserver_requests(&client, "PATCH", "attacks", "status").await?;
     let started = Instant::now();
     create(
         &attacks,
@@ -53,7 +53,7 @@ async fn status_writes(
     )
     .await;
     tokio::time::sleep(window).await;
-    let after = apiserver_requests(&client, "APPLY", "attacks", "status").await?;
+    let after = apiserver_requests(&client, "PATCH", "attacks", "status").await?;
     let rate = (after - before) as f64 / started.elapsed().as_secs_f64();
     let attack = attacks.get("counter").await?;
     let reason = attack.data["status"]["conditions"]

@@ -729,7 +729,7 @@ async fn a_status_that_counts_its_own_writes_stops_converging_and_stops_writing(
     let before = corpus.attacks.get("attack").await.unwrap();
     let rate = corpus
         .writes_per_second(
-            "APPLY",
+            "PATCH",
             "attacks",
             "status",
             tokio::time::sleep(Duration::from_secs(10)),

@@ -167,3 +167,65 @@ async fn a_stale_view_of_a_deleted_parent_writes_nothing_for_it_or_its_successor
     host.stop().await;
     ns.cleanup().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_computed_for_a_deleted_parent_is_not_written_onto_its_successor() {
+    let ns = TestNamespace::new("stale-status").await.unwrap();
+    let (proxy, host) = host_behind_proxy(&ns, "plugins", "memcached").await;
+    // Every status write of "m" takes long enough for "m" to be replaced while it is on its way.
+    let status_writes = Matcher::writes().path_contains("/memcacheds/m/status");
+    let slow = proxy.delay(status_writes.clone(), Duration::from_secs(5));
+    let memcacheds: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    let old = create(&memcacheds, &memcached_resource(), "m", json!({"size": 1})).await;
+    let deployments: Api<Deployment> = ns.api();
+    wait_for("the first parent's Deployment", TIMEOUT, || async {
+        Ok(deployments.get_opt("m").await?)
+    })
+    .await
+    .unwrap();
+    let held = proxy.hold_watch(Matcher::any().path_contains("/memcacheds"));
+    memcacheds
+        .delete("m", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the first parent to be gone", TIMEOUT, || async {
+        Ok(memcacheds.get_opt("m").await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+    let new = create(&memcacheds, &memcached_resource(), "m", json!({"size": 0})).await;
+    assert_ne!(new.uid(), old.uid());
+    // The status computed for the first "m", and then the failure report of its refusal, reach
+    // the API server after the second "m" exists; both test the first one's UID.
+    for writes in 1..=2 {
+        wait_for("a status write of \"m\" to arrive", TIMEOUT, || async {
+            Ok((proxy.forwarded(&status_writes) >= writes).then_some(()))
+        })
+        .await
+        .unwrap();
+        let live = memcacheds.get("m").await.unwrap();
+        assert_eq!(live.uid(), new.uid());
+        assert!(
+            live.data
+                .get("status")
+                .is_none_or(serde_json::Value::is_null),
+            "the new parent got the status of the old one: {}",
+            live.data["status"]
+        );
+    }
+    assert!(host.reconciles("StatusWriteFailed") > 0);
+    slow.release();
+    held.release();
+    let plugin =
+        operator_host::plugin::Plugin::load(&runtime(), &plugin_path("plugins", "memcached"))
+            .unwrap();
+    let oracle = Oracle {
+        client: ns.client(),
+        plugin: &plugin,
+        namespace: ns.name(),
+    };
+    oracle.converges("m", TIMEOUT).await.unwrap();
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}

@@ -13,15 +13,15 @@
 //! Both happen when the change takes effect. A host started without the plugin knows nothing
 //! of it: parents deleted then wait without a condition (the README says how to release them).
 
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DynamicObject, ListParams};
 use kube::runtime::events::EventType;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::Value;
 
 use super::reconcile::{
-    FINALIZER, delete_target, event, holds_finalizer, now_rfc3339, status_patch,
+    FINALIZER, delete_target, event, holds_finalizer, now_rfc3339, patch_parent_status,
 };
-use super::{FIELD_MANAGER, api_for, managed_children_selector, recorder};
+use super::{api_for, managed_children_selector, recorder};
 use crate::plan::{
     self, MANAGED_BY, MANAGED_BY_LABEL, PARENT_UID_LABEL, PLUGIN_LABEL, PruneTarget,
 };
@@ -62,15 +62,7 @@ pub async fn mark_parents_without_plugin(
             let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
             let status =
                 plan::failure_status(&parent_json, PLUGIN_REMOVED, &message, &now_rfc3339());
-            let patch = status_patch(parent, status);
-            let written = api
-                .patch_status(
-                    &parent.name_any(),
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&patch),
-                )
-                .await;
-            if let Err(error) = written {
+            if let Err(error) = patch_parent_status(&api, parent, status).await {
                 tracing::warn!(parent = %parent.name_any(), %error, "cannot mark a parent whose plugin is gone");
             }
             let event = event(EventType::Warning, PLUGIN_REMOVED, &message, None);

@@ -6,6 +6,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::status::uid_test;
 use super::{Error, PluginContext, spend_write};
 use crate::faults;
 
@@ -61,10 +62,6 @@ pub(super) async fn remove(
     json_patch_parent(parent, ctx, api, remove_operations(parent)).await?;
     faults::crash_point(faults::Step::FinalizerRemove);
     Ok(())
-}
-
-fn uid_test(parent: &DynamicObject) -> Value {
-    json!({"op": "test", "path": "/metadata/uid", "value": parent.uid()})
 }
 
 fn add_operations(parent: &DynamicObject) -> Value {

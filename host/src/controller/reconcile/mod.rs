@@ -35,7 +35,7 @@ use finalizer::DeletionStep;
 pub use backoff::{ParentStates, error_policy, forget_gone_parents};
 pub use finalizer::{FINALIZER, holds as holds_finalizer};
 pub(crate) use prune::delete_target;
-pub(crate) use status::status_patch;
+pub(crate) use status::patch_parent_status;
 
 /// Why a reconcile failed; every variant names the step.
 #[derive(Debug, thiserror::Error)]

@@ -84,16 +84,40 @@ pub(super) fn check_status_churn(
     Ok(())
 }
 
-/// The status patch: server-side apply of `status` to the parent the host believes it is
-/// writing to (its UID), so a stale view never writes to a new parent of the same name.
-pub(crate) fn status_patch(parent: &DynamicObject, status: Value) -> Value {
-    let types = parent.types.clone().unwrap_or_default();
-    json!({
-        "apiVersion": types.api_version,
-        "kind": types.kind,
-        "metadata": {"uid": parent.uid()},
-        "status": status,
-    })
+/// The status write: a JSON patch that tests the UID of the parent the status was computed
+/// for, then replaces the status. A server-side apply cannot carry that precondition to the
+/// status subresource: kube-apiserver copies the stored metadata over the patch's there, so a
+/// `metadata.uid` in it is ignored and a stale view would write onto a new parent of the same
+/// name.
+pub(crate) fn status_patch(parent: &DynamicObject, status: Value) -> json_patch::Patch {
+    let operations = json!([
+        uid_test(parent),
+        {"op": "add", "path": "/status", "value": status},
+    ]);
+    // Built from literals, so it always has the shape of a JSON patch.
+    serde_json::from_value(operations).unwrap_or_default()
+}
+
+/// The JSON-patch operation that fails unless the live object is the one the host believes in.
+pub(super) fn uid_test(parent: &DynamicObject) -> Value {
+    json!({"op": "test", "path": "/metadata/uid", "value": parent.uid()})
+}
+
+/// Writes `status` onto the parent the host believes it is (see [`status_patch`]).
+pub(crate) async fn patch_parent_status(
+    api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    status: Value,
+) -> Result<DynamicObject, kube::Error> {
+    api.patch_status(
+        &parent.name_any(),
+        &PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        },
+        &Patch::<()>::Json(status_patch(parent, status)),
+    )
+    .await
 }
 
 /// Writes `status` unless it equals the current one (no hot loop on our own writes).
@@ -107,15 +131,10 @@ pub(super) async fn write_status(
     if parent_json.get("status") == Some(&status) {
         return Ok(());
     }
-    let patch = status_patch(parent, status);
     spend_write(ctx, &ctx.plugin.load().decl.name, "status").await;
-    api.patch_status(
-        &parent.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(Error::WriteStatus)?;
+    patch_parent_status(api, parent, status)
+        .await
+        .map_err(Error::WriteStatus)?;
     faults::crash_point(faults::Step::Status);
     Ok(())
 }
@@ -172,9 +191,13 @@ mod tests {
         let resource = crate::test_support::memcached_resource();
         let mut parent = DynamicObject::new("a", &resource).within("ns");
         parent.metadata.uid = Some("uid-1".into());
-        let patch = status_patch(&parent, json!({"ready": true}));
-        assert_eq!(patch["metadata"], json!({"uid": "uid-1"}));
-        assert_eq!(patch["kind"], "Memcached");
-        assert_eq!(patch["status"], json!({"ready": true}));
+        let patch = serde_json::to_value(status_patch(&parent, json!({"ready": true}))).unwrap();
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "test", "path": "/metadata/uid", "value": "uid-1"},
+                {"op": "add", "path": "/status", "value": {"ready": true}},
+            ])
+        );
     }
 }
