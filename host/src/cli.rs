@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::controller::{self, ControllerConfig, RunConfig};
+use crate::leader::{self, Leadership};
 use crate::plan::PlanError;
 use crate::plugin::Plugin;
 use crate::policy::Policy;
@@ -35,6 +36,46 @@ struct Cli {
     command: Command,
     #[command(flatten)]
     runtime: RuntimeArgs,
+    /// Log format: `text` for people, `json` (one object a line) for clusters. The level is
+    /// `info` unless RUST_LOG says otherwise.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Leader election (`run --leader-elect`, and the Lease rule of `rbac --leader-elect`).
+#[derive(Debug, clap::Args)]
+struct LeaderElectArgs {
+    /// Take part in leader election: only the holder of the Lease reconciles and writes; the
+    /// others stand by with their plugins loaded and caches warm.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Name of the Lease (one per host deployment).
+    #[arg(long, default_value = leader::DEFAULT_LEASE_NAME)]
+    leader_elect_lease: String,
+    /// Namespace of the Lease (default: $POD_NAMESPACE, the in-cluster namespace, or
+    /// `default`).
+    #[arg(long)]
+    leader_elect_namespace: Option<String>,
+}
+
+impl LeaderElectArgs {
+    fn namespace(&self) -> String {
+        self.leader_elect_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .or_else(|| {
+                std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                    .ok()
+                    .map(|ns| ns.trim().to_string())
+            })
+            .unwrap_or_else(|| "default".into())
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -89,6 +130,22 @@ enum Command {
         /// defaults, see the README).
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
+        #[command(flatten)]
+        leader_election: LeaderElectArgs,
+        /// This host's identity in the election (default: $POD_NAME or the hostname, and the
+        /// process id).
+        #[arg(long)]
+        leader_elect_identity: Option<String>,
+        /// How long a Lease holds without renewal, in seconds.
+        #[arg(long, default_value_t = leader::DEFAULT_LEASE_DURATION.as_secs())]
+        leader_elect_lease_duration: u64,
+        /// How long the leader keeps writing without a successful renewal, in seconds (less
+        /// than the lease duration: the margin is the fence's).
+        #[arg(long, default_value_t = leader::DEFAULT_RENEW_DEADLINE.as_secs())]
+        leader_elect_renew_deadline: u64,
+        /// How often candidates try to take, and the leader to renew, the Lease, in seconds.
+        #[arg(long, default_value_t = leader::DEFAULT_RETRY_PERIOD.as_secs())]
+        leader_elect_retry_period: u64,
     },
     /// Print the ClusterRole the host needs to run these plugins (under a policy).
     Rbac {
@@ -104,6 +161,9 @@ enum Command {
         /// Name of the ClusterRole.
         #[arg(long, default_value = rbac::DEFAULT_NAME)]
         name: String,
+        /// With `--leader-elect`: also print the Role for the Lease.
+        #[command(flatten)]
+        leader_election: LeaderElectArgs,
     },
     /// Print the children and status a plugin computes for a CR, without a cluster.
     Render {
@@ -148,13 +208,16 @@ enum Format {
 /// Runs the command line of the process; returns its exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        );
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -217,24 +280,69 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             resync_secs,
             concurrency,
             policy: _,
+            leader_election,
+            leader_elect_identity,
+            leader_elect_lease_duration,
+            leader_elect_renew_deadline,
+            leader_elect_retry_period,
         } => {
-            let config = RunConfig {
-                plugins_dir: plugins,
-                install_crds,
-                metrics_addr: Some(metrics_addr),
-                controllers: ControllerConfig {
-                    namespaces,
-                    resync: Duration::from_secs(resync_secs),
-                    concurrency,
-                },
-                policy,
+            let election = leader_election
+                .leader_elect
+                .then(|| leader::ElectionConfig {
+                    namespace: leader_election.namespace(),
+                    lease_name: leader_election.leader_elect_lease.clone(),
+                    identity: leader_elect_identity.unwrap_or_else(leader::default_identity),
+                    lease_duration: Duration::from_secs(leader_elect_lease_duration),
+                    renew_deadline: Duration::from_secs(leader_elect_renew_deadline),
+                    retry_period: Duration::from_secs(leader_elect_retry_period),
+                });
+            if let Some(election) = &election {
+                election.validate()?;
+            }
+            let leadership = match election {
+                Some(_) => Leadership::candidate(),
+                None => Leadership::unelected(),
             };
             tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?
                 .block_on(async move {
-                    let client = kube_client(kubeconfig.as_deref()).await?;
+                    let kube_config = kube_config(kubeconfig.as_deref()).await?;
+                    // Every write of the host goes through the fence; only the Lease's own
+                    // renewals do not.
+                    let (client, leader_election) = match election {
+                        Some(election) => {
+                            let lease_client = kube::Client::try_from(kube_config.clone())
+                                .context("creating the Kubernetes client")?;
+                            tracing::info!(lease = %format!("{}/{}", election.namespace, election.lease_name), identity = %election.identity, "leader election on: standing by until this host holds the lease");
+                            (
+                                leader::fenced_client(kube_config, &leadership)?,
+                                Some(leader::LeaderElection {
+                                    config: election,
+                                    lease_client,
+                                }),
+                            )
+                        }
+                        None => (
+                            kube::Client::try_from(kube_config)
+                                .context("creating the Kubernetes client")?,
+                            None,
+                        ),
+                    };
+                    let config = RunConfig {
+                        plugins_dir: plugins,
+                        install_crds,
+                        metrics_addr: Some(metrics_addr),
+                        controllers: ControllerConfig {
+                            namespaces,
+                            resync: Duration::from_secs(resync_secs),
+                            concurrency,
+                            leadership,
+                        },
+                        policy,
+                        leader_election,
+                    };
                     controller::run(client, runtime, config).await?;
                     anyhow::Ok(())
                 })?;
@@ -268,6 +376,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             policy: _,
             install_crds,
             name,
+            leader_election,
         } => {
             let mut declarations = Vec::new();
             for path in &plugins {
@@ -277,9 +386,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 declarations.push(plugin.decl);
             }
-            let options = rbac::Options { name, install_crds };
+            let lease = leader_election.leader_elect.then(|| rbac::LeaseName {
+                namespace: leader_election.namespace(),
+                name: leader_election.leader_elect_lease.clone(),
+            });
+            let options = rbac::Options {
+                name,
+                install_crds,
+                lease,
+            };
             let role = rbac::cluster_role(&declarations, &policy, &options);
-            print!("{}", rbac::to_yaml(&role, &declarations)?);
+            let lease_role = rbac::leader_election_role(&options);
+            print!(
+                "{}",
+                rbac::to_yaml(&role, lease_role.as_ref(), &declarations)?
+            );
         }
         Command::Crd { plugin } => {
             let plugin = load(&runtime, &plugin)?;
@@ -312,8 +433,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A client from an explicit kubeconfig, or resolved as kubectl does (incl. in-cluster).
-async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> {
+/// The client configuration from an explicit kubeconfig, or resolved as kubectl does (incl.
+/// in-cluster).
+async fn kube_config(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Config> {
     let config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
@@ -326,7 +448,7 @@ async fn kube_client(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Client> 
             .await
             .context("finding a kubeconfig or in-cluster config")?,
     };
-    kube::Client::try_from(config).context("creating the Kubernetes client")
+    Ok(config)
 }
 
 fn load(runtime: &Arc<Runtime>, path: &Path) -> Result<Plugin, crate::plugin::Error> {

@@ -10,12 +10,14 @@
 //! - [`registry`]: which version each plugin file serves; hot reload decisions.
 //! - [`watch`]: the debounced watcher of the plugin directory.
 //! - [`cli`]: the `operator-host` command line (the binary's edge).
+//! - [`leader`]: leader election with fencing (a Lease; only the holder writes).
 //! - [`metrics`]: Prometheus metrics and health endpoints.
 //! - [`faults`]: crash points for fault-injection tests (empty unless built with `fault-injection`).
 
 pub mod cli;
 pub mod controller;
 pub mod faults;
+pub mod leader;
 pub mod metrics;
 pub mod plan;
 pub mod plugin;

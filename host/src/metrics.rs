@@ -88,6 +88,10 @@ pub struct Metrics {
     pub plugin_info: Family<VersionLabels, Gauge>,
     /// Changes of the plugin directory by plugin and result.
     pub reloads: Family<ReloadLabels, Counter>,
+    /// 1 while this host leads (or runs without an election), 0 while it stands by.
+    pub leader: Gauge,
+    /// The election role as `/readyz` says it (`None` without an election).
+    role: std::sync::Mutex<Option<String>>,
     ready: AtomicBool,
     /// Why the host cannot serve what it should, by what is affected: `/readyz` is not ready
     /// while any is listed.
@@ -122,6 +126,13 @@ impl Metrics {
         let in_flight = Family::<PluginLabels, Gauge>::default();
         let plugin_info = Family::<VersionLabels, Gauge>::default();
         let reloads = Family::<ReloadLabels, Counter>::default();
+        let leader = Gauge::default();
+        leader.set(1);
+        registry.register(
+            "leader",
+            "1 while this host leads (or runs without leader election), 0 on standby",
+            leader.clone(),
+        );
         registry.register(
             "reconciles",
             "Reconciles by plugin and result",
@@ -170,6 +181,8 @@ impl Metrics {
             in_flight,
             plugin_info,
             reloads,
+            leader,
+            role: Default::default(),
             ready: AtomicBool::new(false),
             unavailable: Default::default(),
         }
@@ -184,6 +197,22 @@ impl Metrics {
     /// Marks the host ready (every controller started and its caches synced).
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    /// Records the election role: the `leader` gauge and the line `/readyz` adds. A standby is
+    /// ready (it can take over at once), so a rolling update is not held up by it.
+    pub fn set_role(&self, role: &crate::leader::Role) {
+        use crate::leader::Role;
+        let (leading, said) = match role {
+            Role::Unelected => (true, None),
+            Role::Leader => (true, Some("leader".to_string())),
+            Role::Standby {
+                leader: Some(leader),
+            } => (false, Some(format!("standby (the leader is {leader})"))),
+            Role::Standby { leader: None } => (false, Some("standby".to_string())),
+        };
+        self.leader.set(i64::from(leading));
+        *self.role.lock().unwrap_or_else(|e| e.into_inner()) = said;
     }
 
     /// Records that `what` (e.g. a plugin's child kind) cannot be served, and why; `None`
@@ -214,7 +243,11 @@ impl Metrics {
         }
         let unavailable = self.unavailable.lock().unwrap_or_else(|e| e.into_inner());
         if unavailable.is_empty() {
-            return (true, "ready".into());
+            let role = self.role.lock().unwrap_or_else(|e| e.into_inner());
+            return match role.as_deref() {
+                Some(role) => (true, format!("ready: {role}")),
+                None => (true, "ready".into()),
+            };
         }
         let lines: Vec<String> = unavailable
             .iter()
@@ -291,5 +324,23 @@ mod tests {
         metrics.set_unavailable("plugin b", None);
         metrics.clear_unavailable("plugin a:");
         assert_eq!(metrics.readiness(), (true, "ready".into()));
+    }
+
+    #[test]
+    fn readiness_and_the_leader_gauge_say_the_election_role() {
+        use crate::leader::Role;
+        let metrics = Metrics::new();
+        metrics.set_ready(true);
+        metrics.set_role(&Role::Standby {
+            leader: Some("host-a_1".into()),
+        });
+        assert_eq!(
+            metrics.readiness(),
+            (true, "ready: standby (the leader is host-a_1)".into())
+        );
+        assert_eq!(metrics.leader.get(), 0);
+        metrics.set_role(&Role::Leader);
+        assert_eq!(metrics.readiness(), (true, "ready: leader".into()));
+        assert_eq!(metrics.leader.get(), 1);
     }
 }

@@ -19,13 +19,17 @@
 //!   ([`crate::controller::install_crd`]: only one it installed for the same plugin), and RBAC
 //!   keeps it from writing a CRD of any other name.
 //!
-//! The host takes no leases (there is no leader election), so there is no
-//! `coordination.k8s.io` rule. Rules are merged per API group (resources with the same verbs
-//! share a rule), groups sorted with the core group first, verbs in a fixed order.
+//! Rules are merged per API group (resources with the same verbs share a rule), groups sorted
+//! with the core group first, verbs in a fixed order.
+//!
+//! With leader election (`run --leader-elect`), [`leader_election_role`] is a namespaced Role
+//! for the Lease alone: `get` and `update` on the host's Lease (`resourceNames`), `create` on
+//! leases of its namespace (a create cannot be narrowed to a name, see above). Nothing in the
+//! ClusterRole touches leases, so the host can take no other deployment's lease.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::plugin::Declaration;
@@ -60,6 +64,15 @@ pub struct Options {
     pub name: String,
     /// Whether the host installs the plugins' CRDs (`run --install-crds`).
     pub install_crds: bool,
+    /// The Lease of `run --leader-elect`, if leader election is on.
+    pub lease: Option<LeaseName>,
+}
+
+/// Where the Lease of a leader-elected host lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseName {
+    pub namespace: String,
+    pub name: String,
 }
 
 impl Default for Options {
@@ -67,8 +80,44 @@ impl Default for Options {
         Options {
             name: DEFAULT_NAME.into(),
             install_crds: false,
+            lease: None,
         }
     }
+}
+
+const LEASE_GROUP: &str = "coordination.k8s.io";
+const LEASE_VERBS: &[&str] = &["get", "update"];
+
+fn labels() -> Option<BTreeMap<String, String>> {
+    Some(BTreeMap::from([(
+        "app.kubernetes.io/name".to_string(),
+        "operator-host".to_string(),
+    )]))
+}
+
+/// The Role `run --leader-elect` needs for its Lease (named `<name>-leader-election`), or
+/// `None` without leader election.
+pub fn leader_election_role(options: &Options) -> Option<Role> {
+    let lease = options.lease.as_ref()?;
+    let rule = |names: Option<Vec<String>>, verbs: &[&str]| PolicyRule {
+        api_groups: Some(vec![LEASE_GROUP.into()]),
+        resources: Some(vec!["leases".into()]),
+        resource_names: names,
+        verbs: verbs.iter().map(ToString::to_string).collect(),
+        ..PolicyRule::default()
+    };
+    Some(Role {
+        metadata: ObjectMeta {
+            name: Some(format!("{}-leader-election", options.name)),
+            namespace: Some(lease.namespace.clone()),
+            labels: labels(),
+            ..ObjectMeta::default()
+        },
+        rules: Some(vec![
+            rule(Some(vec![lease.name.clone()]), LEASE_VERBS),
+            rule(None, &["create"]),
+        ]),
+    })
 }
 
 /// The ClusterRole `operator-host run` needs to serve `plugins` under `policy`.
@@ -169,10 +218,7 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
     ClusterRole {
         metadata: ObjectMeta {
             name: Some(options.name.clone()),
-            labels: Some(BTreeMap::from([(
-                "app.kubernetes.io/name".to_string(),
-                "operator-host".to_string(),
-            )])),
+            labels: labels(),
             ..ObjectMeta::default()
         },
         rules: Some(rules),
@@ -180,8 +226,13 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
     }
 }
 
-/// The ClusterRole as a YAML document, with a comment naming the plugins it serves.
-pub fn to_yaml(role: &ClusterRole, plugins: &[Declaration]) -> Result<String, serde_yaml::Error> {
+/// The ClusterRole (and the leader-election Role, if any) as YAML documents, with a comment
+/// naming the plugins they serve.
+pub fn to_yaml(
+    role: &ClusterRole,
+    lease_role: Option<&Role>,
+    plugins: &[Declaration],
+) -> Result<String, serde_yaml::Error> {
     let mut out = String::from("# The ClusterRole operator-host needs to serve:\n");
     for decl in plugins {
         out.push_str(&format!(
@@ -192,11 +243,20 @@ pub fn to_yaml(role: &ClusterRole, plugins: &[Declaration]) -> Result<String, se
             decl.parent
         ));
     }
-    out.push_str(
-        "# No coordination.k8s.io leases: the host does not use leader election.\n\
-         # Bind it to the host's ServiceAccount with a ClusterRoleBinding.\n",
-    );
+    out.push_str("# Bind it to the host's ServiceAccount with a ClusterRoleBinding.\n");
     out.push_str(&serde_yaml::to_string(role)?);
+    match lease_role {
+        Some(lease_role) => {
+            out.push_str(
+                "---\n# The Lease of `run --leader-elect`; bind it to the same ServiceAccount \
+                 with a RoleBinding.\n",
+            );
+            out.push_str(&serde_yaml::to_string(lease_role)?);
+        }
+        None => out.push_str(
+            "# No coordination.k8s.io leases: without --leader-elect the host takes none.\n",
+        ),
+    }
     Ok(out)
 }
 
@@ -257,6 +317,7 @@ mod tests {
             &Options {
                 name: "x".into(),
                 install_crds: true,
+                lease: None,
             },
         );
         let rules = role.rules.unwrap();
@@ -295,6 +356,7 @@ mod tests {
             &Options {
                 name: "x".into(),
                 install_crds: true,
+                lease: None,
             },
         );
         assert_eq!(role.metadata.name.as_deref(), Some("x"));
@@ -329,6 +391,38 @@ mod tests {
                 rule("b.example.com", &["bs/status"], STATUS_VERBS),
                 rule("events.k8s.io", &["events"], EVENT_VERBS),
             ]
+        );
+    }
+
+    #[test]
+    fn only_leader_election_gets_a_lease_role_and_it_names_its_lease() {
+        assert!(leader_election_role(&Options::default()).is_none());
+        let options = Options {
+            lease: Some(LeaseName {
+                namespace: "ops".into(),
+                name: "my-lease".into(),
+            }),
+            ..Options::default()
+        };
+        let role = leader_election_role(&options).unwrap();
+        assert_eq!(role.metadata.namespace.as_deref(), Some("ops"));
+        assert_eq!(
+            role.rules.unwrap(),
+            [
+                PolicyRule {
+                    resource_names: Some(vec!["my-lease".into()]),
+                    ..rule(LEASE_GROUP, &["leases"], LEASE_VERBS)
+                },
+                rule(LEASE_GROUP, &["leases"], &["create"]),
+            ]
+        );
+        let cluster_role = cluster_role(&[], &Policy::default(), &options);
+        assert!(
+            cluster_role
+                .rules
+                .unwrap()
+                .iter()
+                .all(|r| r.api_groups.as_deref() != Some(&[LEASE_GROUP.to_string()][..]))
         );
     }
 }

@@ -44,8 +44,10 @@ async fn stop_against_a_hung_api_server(install_crds: bool) -> Duration {
             namespaces: Vec::new(),
             resync: Duration::from_secs(300),
             concurrency: 4,
+            leadership: operator_host::leader::Leadership::unelected(),
         },
         policy: Arc::new(Policy::default()),
+        leader_election: None,
     };
     let metrics = Arc::new(Metrics::new());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

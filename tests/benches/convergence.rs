@@ -189,6 +189,7 @@ async fn controller_process(side: Side, namespace: String, args: Args) -> anyhow
                 namespaces: vec![namespace],
                 resync: Duration::from_secs(300),
                 concurrency: args.concurrency,
+                leadership: operator_host::leader::Leadership::unelected(),
             };
             let controller = operator_host::controller::PluginController::start(
                 &client,

@@ -150,8 +150,10 @@ impl Host {
                 namespaces: namespaces.iter().map(|ns| ns.to_string()).collect(),
                 resync: Duration::from_secs(300),
                 concurrency: 16,
+                leadership: operator_host::leader::Leadership::unelected(),
             },
             policy: Arc::new(policy),
+            leader_election: None,
         };
         let metrics = Arc::new(Metrics::new());
         let (stop, stopped) = oneshot::channel::<()>();

@@ -34,6 +34,7 @@ use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::{PredicateConfig, WatchStreamExt, watcher};
 use tokio::sync::Semaphore;
 
+use crate::leader::{self, Leadership};
 use crate::metrics::Metrics;
 use crate::plan::{MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL};
 use crate::plugin::{KindRef, Plugin};
@@ -58,6 +59,18 @@ pub enum RunError {
     Crd(#[from] crd::Error),
     #[error(transparent)]
     Metrics(#[from] crate::metrics::Error),
+    #[error(
+        "standing by: the CRD {crd} of plugin {plugin} is not installed yet; the leader \
+         installs it (or this host, once it leads)"
+    )]
+    CrdAwaitsLeader { plugin: String, crd: String },
+    #[error("cannot read the CRD {crd} of plugin {plugin} while standing by: {source}")]
+    StandbyCrdRead {
+        plugin: String,
+        crd: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl RunError {
@@ -66,7 +79,10 @@ impl RunError {
     fn is_about_content(&self) -> bool {
         match self {
             RunError::Crd(error) => error.is_about_content(),
-            RunError::Watch(_) | RunError::Metrics(_) => false,
+            RunError::Watch(_)
+            | RunError::Metrics(_)
+            | RunError::CrdAwaitsLeader { .. }
+            | RunError::StandbyCrdRead { .. } => false,
         }
     }
 }
@@ -122,6 +138,8 @@ pub struct RunConfig {
     pub controllers: ControllerConfig,
     /// What each plugin may produce, and its limits ([`Policy::default`]: the safe defaults).
     pub policy: Arc<Policy>,
+    /// Leader election; `controllers.leadership` must be the one it drives.
+    pub leader_election: Option<leader::LeaderElection>,
 }
 
 /// How each plugin's controllers run.
@@ -133,6 +151,8 @@ pub struct ControllerConfig {
     pub resync: Duration,
     /// Most reconciles running at once, per plugin and namespace.
     pub concurrency: u16,
+    /// Whether this host may write now ([`Leadership::unelected`] without leader election).
+    pub leadership: Leadership,
 }
 
 /// The cache of one child kind: what a reconcile presents to the plugin as observed.
@@ -167,6 +187,8 @@ pub struct PluginContext {
     /// Becomes true when the controller stops: a reconcile waiting for caches then gives up
     /// (the watches that would fill them are no longer polled).
     pub stopping: tokio::sync::watch::Receiver<bool>,
+    /// A standby reconciles nothing (its caches stay warm); the fence refuses its writes.
+    pub leadership: Leadership,
 }
 
 /// The token bucket of `rules.writeBudget`.
@@ -299,9 +321,12 @@ impl PluginController {
                 policy: policy.clone(),
                 write_budget: write_budget.clone(),
                 stopping,
+                leadership: config.leadership.clone(),
             });
             let scope = namespace.unwrap_or_else(|| "all namespaces".into());
             tracing::info!(plugin = %plugin.decl.name, parent = %plugin.decl.parent, children = plugin.decl.children.len(), %scope, "controller starting");
+            // A host that becomes the leader reconciles every parent: as a standby it did not.
+            let triggered = futures::stream::select(triggered, config.leadership.gained());
             let task = tokio::spawn(async move {
                 controller
                     .reconcile_all_on(triggered)
@@ -533,6 +558,10 @@ impl Supervisor {
     /// parents holding the finalizer when nothing serves their kind any more, and the
     /// children of kinds `new` no longer declares (see [`handover`]).
     async fn hand_over(&self, old: &Plugin, new: Option<&Arc<Plugin>>) {
+        if !self.config.controllers.leadership.may_write() {
+            tracing::info!(plugin = %old.decl.name, "standing by: the leader hands over what the old version leaves behind");
+            return;
+        }
         let namespaces = &self.config.controllers.namespaces;
         match new {
             None => {
@@ -552,11 +581,42 @@ impl Supervisor {
         }
     }
 
+    /// Installs the plugin's CRD (with `--install-crds`); a standby does not write, and
+    /// starts the plugin once the CRD exists (the leader's, until this host leads).
     async fn install_crd(&self, plugin: &Plugin) -> Result<(), RunError> {
-        if self.config.install_crds {
-            install_crd(&self.client, plugin).await?;
+        if !self.config.install_crds {
+            return Ok(());
         }
-        Ok(())
+        if self.config.controllers.leadership.may_write() {
+            install_crd(&self.client, plugin).await?;
+            return Ok(());
+        }
+        let crd = plugin.decl.crd.metadata.name.clone().unwrap_or_default();
+        let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+            Api::all(self.client.clone());
+        match crds.get_opt(&crd).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(RunError::CrdAwaitsLeader {
+                plugin: plugin.decl.name.clone(),
+                crd,
+            }),
+            Err(source) => Err(RunError::StandbyCrdRead {
+                plugin: plugin.decl.name.clone(),
+                crd,
+                source,
+            }),
+        }
+    }
+
+    /// On becoming the leader: installs the CRDs of the plugins it serves (a standby took
+    /// the leader's as they were).
+    async fn take_over(&self) {
+        for controller in self.controllers.values() {
+            let plugin = controller.current();
+            if let Err(error) = self.install_crd(&plugin).await {
+                tracing::warn!(plugin = %plugin.decl.name, %error, "cannot install the CRD after taking over; the plugin keeps serving the installed one");
+            }
+        }
     }
 
     fn start(&mut self, path: PathBuf, plugin: Arc<Plugin>) {
@@ -608,6 +668,27 @@ pub async fn run_with_metrics(
     let registry = Arc::new(Mutex::new(
         Registry::new(runtime, &dir, metrics.clone(), tier_ups).with_policy(config.policy.clone()),
     ));
+    let leadership = config.controllers.leadership.clone();
+    let election = config.leader_election.clone().map(|election| {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(leader::run(election, leadership.clone(), async {
+            let _ = stopped.await;
+        }));
+        (stop, task)
+    });
+    let role_metrics = tokio::spawn({
+        let metrics = metrics.clone();
+        let mut changes = leadership.changes();
+        async move {
+            loop {
+                metrics.set_role(&changes.borrow_and_update().clone());
+                if changes.changed().await.is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let mut gained = leadership.gained();
     let mut supervisor = Supervisor {
         client,
         config,
@@ -637,6 +718,10 @@ pub async fn run_with_metrics(
             () = &mut shutdown => break,
             Some(()) = dir_changed.recv() => true,
             () = retry.due() => true,
+            Some(()) = gained.next() => {
+                supervisor.take_over().await;
+                true
+            }
             Some(tier_up) = tiered_up.recv() => {
                 if let Some(optimized) = lock(&registry).finish_tier_up(tier_up) {
                     supervisor.tier_up(optimized);
@@ -656,6 +741,12 @@ pub async fn run_with_metrics(
             "reconciles still in flight after the shutdown grace period are abandoned"
         );
     }
+    // Only now that nothing reconciles any more is the Lease given up.
+    if let Some((stop, task)) = election {
+        let _ = stop.send(());
+        let _ = task.await;
+    }
+    role_metrics.abort();
     Ok(())
 }
 

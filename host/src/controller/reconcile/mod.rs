@@ -142,6 +142,11 @@ pub async fn reconcile(
     parent: Arc<DynamicObject>,
     ctx: Arc<PluginContext>,
 ) -> Result<Action, Error> {
+    // A standby keeps its caches warm and calls no plugin; it reconciles every parent once it
+    // leads (the controller's reconcile-all trigger).
+    if !ctx.leadership.may_write() {
+        return Ok(Action::await_change());
+    }
     // The version live now serves this whole reconcile, even if a reload swaps it meanwhile.
     let plugin = ctx.plugin.load_full();
     let labels = PluginLabels {

@@ -140,15 +140,19 @@ pub(super) async fn write_status(
 }
 
 /// Puts `Reconciled=False` on the parent and publishes a Warning event; for a parent that is
-/// gone ([`Error::StaleParent`]) there is nobody to tell, and a shutdown is not the parent's
-/// business.
+/// gone ([`Error::StaleParent`]) there is nobody to tell, and neither a shutdown nor a lost
+/// lead is the parent's business.
 pub(super) async fn report_failure(
     parent: &DynamicObject,
     ctx: &PluginContext,
     plugin: &Plugin,
     error: &Error,
 ) {
-    if let Error::StaleParent { .. } | Error::ShuttingDown = error {
+    // A host that lost the lead mid-reconcile must not write the failure either (its writes
+    // are refused by the fence anyway): the leader reconciles this parent.
+    if matches!(error, Error::StaleParent { .. } | Error::ShuttingDown)
+        || !ctx.leadership.may_write()
+    {
         tracing::debug!(plugin = %plugin.decl.name, parent = %parent_key(parent), %error, "reconcile ended");
         return;
     }
