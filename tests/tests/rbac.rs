@@ -48,6 +48,7 @@ fn printed_role(plugin: &Plugin, name: &str) -> ClusterRole {
     let options = rbac::Options {
         name: name.to_string(),
         install_crds: true,
+        lease: None,
     };
     let printed = rbac::to_yaml(
         &rbac::cluster_role(
@@ -55,6 +56,7 @@ fn printed_role(plugin: &Plugin, name: &str) -> ClusterRole {
             &Policy::default(),
             &options,
         ),
+        None,
         std::slice::from_ref(&plugin.decl),
     )
     .unwrap();
