@@ -350,7 +350,7 @@ pub async fn run(election: LeaderElection, leadership: Leadership, stop: impl Fu
         }
         tokio::select! {
             () = &mut stop => break,
-            () = tokio::time::sleep(config.retry_period) => {}
+            () = tokio::time::sleep(next_attempt(&config, observed.as_ref(), &leadership)) => {}
         }
     }
     if leadership.role() == Role::Leader {
@@ -361,6 +361,27 @@ pub async fn run(election: LeaderElection, leadership: Leadership, stop: impl Fu
                 tracing::warn!(lease = %config.lease(), %error, "could not release the lease; a standby takes over once it expires")
             }
         }
+    }
+}
+
+/// When to try again: a retry period from now, or, for a standby, the moment the holder's
+/// lease expires if that comes first (so a dead leader is replaced within its lease duration
+/// of its last renewal, not up to a retry period later).
+fn next_attempt(
+    config: &ElectionConfig,
+    observed: Option<&Observed>,
+    leadership: &Leadership,
+) -> Duration {
+    let retry = config.retry_period;
+    if leadership.role() == Role::Leader {
+        return retry;
+    }
+    match observed {
+        Some(o) if o.holder.is_some() => {
+            let expires_in = o.lease_duration.saturating_sub(o.at.elapsed());
+            retry.min(expires_in + Duration::from_millis(10))
+        }
+        _ => retry,
     }
 }
 

@@ -110,6 +110,7 @@ impl Scenario {
             namespace: self.ns.name(),
             crash_after,
             metrics_addr: None,
+            args: &[],
         })
     }
 

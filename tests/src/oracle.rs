@@ -9,13 +9,18 @@
 //! children survived (same UIDs) and that objects the host does not own were not touched.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
 use operator_host::plan;
 use operator_host::plugin::Plugin;
 use serde_json::Value;
+use tokio::task::JoinHandle;
 
 /// Why the live state is not (yet) the plugin's fixed point.
 #[derive(Debug, thiserror::Error)]
@@ -312,6 +317,149 @@ impl Bystanders {
             }
         }
         touched
+    }
+}
+
+/// Waits until the oracle holds for every one of `names` in one sweep (a CR that passed may
+/// fail again while its pods become ready and its status follows); returns how long it took,
+/// or what still differed after `bound`.
+pub async fn all_converge(
+    oracle: &Oracle<'_>,
+    names: &[String],
+    bound: Duration,
+) -> Result<Duration, String> {
+    let started = Instant::now();
+    // Only the CRs that failed are checked again, until none does; then all of them once more.
+    let mut pending = names.to_vec();
+    let mut swept_all = true;
+    loop {
+        let failed: Vec<(String, String)> = futures::stream::iter(&pending)
+            .map(|name| async move {
+                oracle
+                    .check(name)
+                    .await
+                    .err()
+                    .map(|e| (name.clone(), e.to_string()))
+            })
+            .buffer_unordered(8)
+            .filter_map(|f| async move { f })
+            .collect()
+            .await;
+        if failed.is_empty() && swept_all {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() >= bound {
+            let (name, error) = &failed.first().cloned().unwrap_or_default();
+            return Err(format!(
+                "{} of {} CRs not at the plugin's fixed point after {bound:?}; {name}: {error}",
+                failed.len(),
+                names.len()
+            ));
+        }
+        swept_all = failed.is_empty();
+        pending = if swept_all {
+            names.to_vec()
+        } else {
+            failed.into_iter().map(|(name, _)| name).collect()
+        };
+        if !swept_all {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+}
+
+/// The host's children of a namespace by `Kind/name`, polled from the test's own client before,
+/// during and after a fault: the UID each had when first seen, and every later sighting of
+/// another UID (a child deleted and recreated).
+pub struct Uids {
+    first: Arc<Mutex<BTreeMap<String, String>>>,
+    recreated: Arc<Mutex<Vec<String>>>,
+    task: JoinHandle<()>,
+}
+
+pub async fn list_children(
+    client: &Client,
+    ns: &str,
+) -> Result<BTreeMap<String, String>, kube::Error> {
+    let params = ListParams::default().labels("app.kubernetes.io/managed-by=operator-host");
+    let mut now = BTreeMap::new();
+    for d in Api::<Deployment>::namespaced(client.clone(), ns)
+        .list(&params)
+        .await?
+    {
+        now.insert(
+            format!("Deployment/{}", d.name_any()),
+            d.uid().unwrap_or_default(),
+        );
+    }
+    for s in Api::<Service>::namespaced(client.clone(), ns)
+        .list(&params)
+        .await?
+    {
+        now.insert(
+            format!("Service/{}", s.name_any()),
+            s.uid().unwrap_or_default(),
+        );
+    }
+    Ok(now)
+}
+
+fn remember(
+    now: BTreeMap<String, String>,
+    first: &Mutex<BTreeMap<String, String>>,
+    recreated: &Mutex<Vec<String>>,
+) {
+    let mut first = first.lock().unwrap();
+    for (child, uid) in now {
+        let seen = first.entry(child.clone()).or_insert_with(|| uid.clone());
+        if *seen != uid {
+            recreated
+                .lock()
+                .unwrap()
+                .push(format!("{child}: UID {seen} first, then {uid}"));
+        }
+    }
+}
+
+impl Uids {
+    pub fn start(client: Client, ns: String) -> Uids {
+        let first = Arc::new(Mutex::new(BTreeMap::new()));
+        let recreated = Arc::new(Mutex::new(Vec::new()));
+        let task = tokio::spawn({
+            let (first, recreated) = (first.clone(), recreated.clone());
+            async move {
+                loop {
+                    // Lists fail while the control plane is down: that is the fault.
+                    if let Ok(now) = list_children(&client, &ns).await {
+                        remember(now, &first, &recreated);
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+        });
+        Uids {
+            first,
+            recreated,
+            task,
+        }
+    }
+
+    pub fn seen(&self) -> usize {
+        self.first.lock().unwrap().len()
+    }
+
+    /// Stops polling, looks once more, and panics naming every child whose UID changed (with
+    /// `host_log`, the host's log tail, in the message).
+    pub async fn assert_none_recreated(self, client: &Client, ns: &str, host_log: &str) -> usize {
+        self.task.abort();
+        let now = list_children(client, ns).await.unwrap();
+        remember(now, &self.first, &self.recreated);
+        let recreated = self.recreated.lock().unwrap().clone();
+        assert!(
+            recreated.is_empty(),
+            "children were recreated (deleted and made again): {recreated:?}; host log tail:\n{host_log}"
+        );
+        self.first.lock().unwrap().len()
     }
 }
 

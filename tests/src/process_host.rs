@@ -32,6 +32,8 @@ pub struct Launch<'a> {
     pub crash_after: Option<&'a str>,
     /// Where to serve `/metrics`, `/healthz` and `/readyz` (default: a port of the OS's).
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// More arguments of `run` (e.g. `--leader-elect ...`).
+    pub args: &'a [&'a str],
 }
 
 impl ProcessHost {
@@ -53,6 +55,7 @@ impl ProcessHost {
             .arg("--kubeconfig")
             .arg(launch.kubeconfig)
             .args(["--namespace", launch.namespace])
+            .args(launch.args)
             .arg("--cache-dir")
             .arg(repo_root().join("target/test-compile-cache"))
             // OPERATOR_HOST_TEST_HOST_LOG overrides the filter, to see more of a failing run.
@@ -153,6 +156,11 @@ pub fn free_local_addr() -> std::net::SocketAddr {
 /// The HTTP status of `GET path` on `addr` (e.g. a host's `/readyz`), or `None` if nothing
 /// answers yet.
 pub async fn http_status(addr: std::net::SocketAddr, path: &str) -> Option<u16> {
+    http_get(addr, path).await.map(|(status, _)| status)
+}
+
+/// The HTTP status and body of `GET path` on `addr`, or `None` if nothing answers yet.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
     let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
@@ -160,5 +168,7 @@ pub async fn http_status(addr: std::net::SocketAddr, path: &str) -> Option<u16> 
     let mut response = Vec::new();
     stream.read_to_end(&mut response).await.ok()?;
     let text = String::from_utf8_lossy(&response);
-    text.split_whitespace().nth(1)?.parse().ok()
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    Some((status, body.to_string()))
 }

@@ -13,13 +13,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use http::StatusCode;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DynamicObject, ListParams, PostParams};
@@ -30,10 +29,9 @@ use operator_host_tests::devcluster::{self, Cluster, wait_for, wait_for_crd_esta
 use operator_host_tests::fault_proxy::{Matcher, Outcome, StatusFault};
 use operator_host_tests::host::{plugin_path, runtime};
 use operator_host_tests::memcached::{memcached_resource, patch_spec};
-use operator_host_tests::oracle::Oracle;
+use operator_host_tests::oracle::{Oracle, Uids, all_converge, list_children};
 use operator_host_tests::process_host::{Launch, ProcessHost};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
 
@@ -107,6 +105,7 @@ impl Isolated {
             namespace: &self.ns,
             crash_after: None,
             metrics_addr: None,
+            args: &[],
         })
     }
 
@@ -156,146 +155,6 @@ async fn create_retrying(api: &Api<DynamicObject>, name: &str, spec: Value) {
     })
     .await
     .unwrap();
-}
-
-/// Waits until the oracle holds for every one of `names` in one sweep (a CR that passed may
-/// fail again while its pods become ready and its status follows); returns how long it took,
-/// or what still differed after `bound`.
-async fn all_converge(
-    oracle: &Oracle<'_>,
-    names: &[String],
-    bound: Duration,
-) -> Result<Duration, String> {
-    let started = Instant::now();
-    // Only the CRs that failed are checked again, until none does; then all of them once more.
-    let mut pending = names.to_vec();
-    let mut swept_all = true;
-    loop {
-        let failed: Vec<(String, String)> = futures::stream::iter(&pending)
-            .map(|name| async move {
-                oracle
-                    .check(name)
-                    .await
-                    .err()
-                    .map(|e| (name.clone(), e.to_string()))
-            })
-            .buffer_unordered(8)
-            .filter_map(|f| async move { f })
-            .collect()
-            .await;
-        if failed.is_empty() && swept_all {
-            return Ok(started.elapsed());
-        }
-        if started.elapsed() >= bound {
-            let (name, error) = &failed.first().cloned().unwrap_or_default();
-            return Err(format!(
-                "{} of {} CRs not at the plugin's fixed point after {bound:?}; {name}: {error}",
-                failed.len(),
-                names.len()
-            ));
-        }
-        swept_all = failed.is_empty();
-        pending = if swept_all {
-            names.to_vec()
-        } else {
-            failed.into_iter().map(|(name, _)| name).collect()
-        };
-        if !swept_all {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-    }
-}
-
-/// The host's children of a namespace by `Kind/name`, polled from the test's own client before,
-/// during and after a fault: the UID each had when first seen, and every later sighting of
-/// another UID (a child deleted and recreated).
-struct Uids {
-    first: Arc<Mutex<BTreeMap<String, String>>>,
-    recreated: Arc<Mutex<Vec<String>>>,
-    task: JoinHandle<()>,
-}
-
-async fn list_children(client: &Client, ns: &str) -> Result<BTreeMap<String, String>, kube::Error> {
-    let params = ListParams::default().labels("app.kubernetes.io/managed-by=operator-host");
-    let mut now = BTreeMap::new();
-    for d in Api::<Deployment>::namespaced(client.clone(), ns)
-        .list(&params)
-        .await?
-    {
-        now.insert(
-            format!("Deployment/{}", d.name_any()),
-            d.uid().unwrap_or_default(),
-        );
-    }
-    for s in Api::<Service>::namespaced(client.clone(), ns)
-        .list(&params)
-        .await?
-    {
-        now.insert(
-            format!("Service/{}", s.name_any()),
-            s.uid().unwrap_or_default(),
-        );
-    }
-    Ok(now)
-}
-
-fn remember(
-    now: BTreeMap<String, String>,
-    first: &Mutex<BTreeMap<String, String>>,
-    recreated: &Mutex<Vec<String>>,
-) {
-    let mut first = first.lock().unwrap();
-    for (child, uid) in now {
-        let seen = first.entry(child.clone()).or_insert_with(|| uid.clone());
-        if *seen != uid {
-            recreated
-                .lock()
-                .unwrap()
-                .push(format!("{child}: UID {seen} first, then {uid}"));
-        }
-    }
-}
-
-impl Uids {
-    fn start(client: Client, ns: String) -> Uids {
-        let first = Arc::new(Mutex::new(BTreeMap::new()));
-        let recreated = Arc::new(Mutex::new(Vec::new()));
-        let task = tokio::spawn({
-            let (first, recreated) = (first.clone(), recreated.clone());
-            async move {
-                loop {
-                    // Lists fail while the control plane is down: that is the fault.
-                    if let Ok(now) = list_children(&client, &ns).await {
-                        remember(now, &first, &recreated);
-                    }
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-            }
-        });
-        Uids {
-            first,
-            recreated,
-            task,
-        }
-    }
-
-    fn seen(&self) -> usize {
-        self.first.lock().unwrap().len()
-    }
-
-    /// Stops polling, looks once more, and panics naming every child whose UID changed.
-    async fn assert_none_recreated(self, client: &Client, ns: &str, host: &ProcessHost) -> usize {
-        self.task.abort();
-        let now = list_children(client, ns).await.unwrap();
-        remember(now, &self.first, &self.recreated);
-        let recreated = self.recreated.lock().unwrap().clone();
-        assert!(
-            recreated.is_empty(),
-            "children were recreated (deleted and made again): {recreated:?}; host log tail:\n{}",
-            host.log_tail(80)
-        );
-        self.first.lock().unwrap().len()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,7 +207,7 @@ async fn two_hundred_crs_converge_through_an_apiserver_restart() {
     let total = started.elapsed();
     host.assert_running("after convergence").await;
     let children = uids
-        .assert_none_recreated(&setup.client, &setup.ns, &host)
+        .assert_none_recreated(&setup.client, &setup.ns, &host.log_tail(80))
         .await;
     assert_eq!(children, 2 * MANY, "a Deployment and a Service per CR");
     eprintln!(
@@ -403,7 +262,7 @@ async fn the_host_survives_an_etcd_restart_and_serves_a_cr_created_after_it() {
             )
         });
     host.assert_running("after convergence").await;
-    uids.assert_none_recreated(&setup.client, &setup.ns, &host)
+    uids.assert_none_recreated(&setup.client, &setup.ns, &host.log_tail(80))
         .await;
     eprintln!(
         "etcd restart (2 s down, {fault:?} until the apiserver was ready): 3 CRs converged in \
@@ -600,8 +459,12 @@ async fn dropping_every_connection_mid_convergence_converges() {
         scenario.proxy.connections_accepted() > connections,
         "the host never reconnected after the drop"
     );
-    uids.assert_none_recreated(&scenario.ns.client(), scenario.ns.name(), &host)
-        .await;
+    uids.assert_none_recreated(
+        &scenario.ns.client(),
+        scenario.ns.name(),
+        &host.log_tail(80),
+    )
+    .await;
     scenario
         .assert_quiet(&host, "the dropped connections")
         .await;

@@ -62,6 +62,7 @@ async fn every_start_becomes_ready_and_every_sigterm_ends_the_host_within_ten_se
             namespace: ns.name(),
             crash_after: None,
             metrics_addr: Some(metrics),
+            args: &[],
         });
         let started = Instant::now();
         // Every other start is stopped at once, in the middle of starting up.

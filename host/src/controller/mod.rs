@@ -483,6 +483,9 @@ struct Supervisor {
     config: RunConfig,
     metrics: Arc<Metrics>,
     controllers: HashMap<PathBuf, PluginController>,
+    /// Plugin files started as a standby without installing their CRD (the leader's was
+    /// there): installed when this host takes over.
+    crds_left_to_leader: std::collections::HashSet<PathBuf>,
 }
 
 impl Supervisor {
@@ -583,19 +586,23 @@ impl Supervisor {
 
     /// Installs the plugin's CRD (with `--install-crds`); a standby does not write, and
     /// starts the plugin once the CRD exists (the leader's, until this host leads).
-    async fn install_crd(&self, plugin: &Plugin) -> Result<(), RunError> {
+    async fn install_crd(&mut self, plugin: &Plugin) -> Result<(), RunError> {
         if !self.config.install_crds {
             return Ok(());
         }
         if self.config.controllers.leadership.may_write() {
             install_crd(&self.client, plugin).await?;
+            self.crds_left_to_leader.remove(&plugin.path);
             return Ok(());
         }
         let crd = plugin.decl.crd.metadata.name.clone().unwrap_or_default();
         let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
             Api::all(self.client.clone());
         match crds.get_opt(&crd).await {
-            Ok(Some(_)) => Ok(()),
+            Ok(Some(_)) => {
+                self.crds_left_to_leader.insert(plugin.path.clone());
+                Ok(())
+            }
             Ok(None) => Err(RunError::CrdAwaitsLeader {
                 plugin: plugin.decl.name.clone(),
                 crd,
@@ -610,9 +617,12 @@ impl Supervisor {
 
     /// On becoming the leader: installs the CRDs of the plugins it serves (a standby took
     /// the leader's as they were).
-    async fn take_over(&self) {
-        for controller in self.controllers.values() {
-            let plugin = controller.current();
+    async fn take_over(&mut self) {
+        let left: Vec<PathBuf> = self.crds_left_to_leader.drain().collect();
+        for path in left {
+            let Some(plugin) = self.controllers.get(&path).map(PluginController::current) else {
+                continue;
+            };
             if let Err(error) = self.install_crd(&plugin).await {
                 tracing::warn!(plugin = %plugin.decl.name, %error, "cannot install the CRD after taking over; the plugin keeps serving the installed one");
             }
@@ -694,6 +704,7 @@ pub async fn run_with_metrics(
         config,
         metrics: metrics.clone(),
         controllers: HashMap::new(),
+        crds_left_to_leader: Default::default(),
     };
     tokio::pin!(shutdown);
     let mut retry = LoadRetry::default();
