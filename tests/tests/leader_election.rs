@@ -15,7 +15,7 @@ use futures::StreamExt;
 use kube::Api;
 use kube::api::DynamicObject;
 use operator_host::plugin::Plugin;
-use operator_host_tests::devcluster::{self, TestNamespace};
+use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
 use operator_host_tests::fault_proxy::{FaultProxy, Matcher};
 use operator_host_tests::host::{plugin_path, runtime};
 use operator_host_tests::memcached::{create, memcached_resource, patch_spec};
@@ -229,11 +229,14 @@ async fn a_killed_leader_is_replaced_within_its_lease_and_nothing_is_recreated()
     election.resize(&names, 2).await;
     b.wait_role("ready: leader", LEASE + Duration::from_secs(5))
         .await;
-    let takeover = b
-        .write_times()
-        .first()
-        .map(|(at, _)| at.duration_since(killed))
-        .expect("the new leader wrote");
+    let first_write = wait_for(
+        "the new leader's first write",
+        Duration::from_secs(10),
+        || async { Ok(b.write_times().first().map(|(at, _)| *at)) },
+    )
+    .await
+    .unwrap();
+    let takeover = first_write.duration_since(killed);
     println!("leader election, SIGKILL: first write of the new leader {takeover:?} after the kill");
     assert!(
         takeover <= LEASE + Duration::from_secs(2),
