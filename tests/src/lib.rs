@@ -1,6 +1,7 @@
 //! Integration-test support: the shared local control plane and per-test namespaces.
 pub mod campaign;
 pub mod devcluster;
+pub mod election;
 pub mod fault_proxy;
 pub mod host;
 pub mod hostile;

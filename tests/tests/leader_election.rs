@@ -2,200 +2,19 @@
 //! durations: 15 s lease, 10 s renew deadline, 2 s retry) serve Memcached in one namespace.
 //!
 //! Each host talks to the API server through a fault proxy of its own, which records every
-//! request it makes: that is how a test knows which host wrote what, and when (both use the same
-//! ServiceAccount-less admin credentials and field manager, so the API server cannot tell them
-//! apart). The Lease's own reads and writes are the election's and are not counted as a host's
-//! writes.
+//! request it makes: that is how a test knows which host wrote what, and when (see
+//! `operator_host_tests::election`).
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use kube::Api;
-use kube::api::DynamicObject;
 use operator_host::plugin::Plugin;
-use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
-use operator_host_tests::fault_proxy::{FaultProxy, Matcher};
-use operator_host_tests::host::{plugin_path, runtime};
-use operator_host_tests::memcached::{create, memcached_resource, patch_spec};
-use operator_host_tests::oracle::{Oracle, Uids, all_converge};
-use operator_host_tests::process_host::{Launch, ProcessHost, free_local_addr, http_get};
-use serde_json::json;
+use operator_host_tests::devcluster::wait_for;
+use operator_host_tests::election::{CONVERGE, Candidate, Election, LEASE, plugin_dir};
+use operator_host_tests::host::runtime;
+use operator_host_tests::oracle::Uids;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
-
-/// controller-runtime's lease duration, the host's default.
-const LEASE: Duration = Duration::from_secs(15);
-/// How long convergences of the tests' CRs may take (2 cores, two hosts, the control plane).
-const CONVERGE: Duration = Duration::from_secs(120);
-
-/// A namespace with the Memcached CRD installed, a plugin directory per plugin version, and
-/// the parents' API.
-struct Election {
-    ns: TestNamespace,
-    v1: tempfile::TempDir,
-    plugin: Arc<Plugin>,
-    parents: Api<DynamicObject>,
-}
-
-/// One host process of the election, behind its own proxy.
-struct Candidate {
-    name: String,
-    proxy: FaultProxy,
-    host: ProcessHost,
-    metrics: std::net::SocketAddr,
-}
-
-/// A directory holding `plugin` (of `make test-plugins`' `dir`) as `memcached.wasm`.
-fn plugin_dir(dir: &str, plugin: &str) -> tempfile::TempDir {
-    let plugins = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        plugin_path(dir, plugin),
-        plugins.path().join("memcached.wasm"),
-    )
-    .unwrap();
-    plugins
-}
-
-impl Election {
-    async fn new(test: &str) -> Election {
-        let ns = TestNamespace::new(test).await.unwrap();
-        let v1 = plugin_dir("plugins", "memcached");
-        let plugin = Arc::new(Plugin::load(&runtime(), &v1.path().join("memcached.wasm")).unwrap());
-        // The CRs are created before the first host leads: their CRD must exist first.
-        operator_host::controller::install_crd(&ns.client(), &plugin)
-            .await
-            .unwrap();
-        let parents = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
-        Election {
-            ns,
-            v1,
-            plugin,
-            parents,
-        }
-    }
-
-    /// Starts host `name` serving the plugins in `plugins`, with leader election on.
-    async fn candidate(&self, name: &str, plugins: &Path) -> Candidate {
-        let proxy = FaultProxy::start(devcluster::cluster().config().await.unwrap())
-            .await
-            .unwrap();
-        let metrics = free_local_addr();
-        let args = [
-            "--leader-elect",
-            "--leader-elect-namespace",
-            self.ns.name(),
-            "--leader-elect-identity",
-            name,
-        ];
-        let host = ProcessHost::start(&Launch {
-            binary: Path::new(BINARY),
-            plugins,
-            kubeconfig: &proxy.kubeconfig(),
-            namespace: self.ns.name(),
-            crash_after: None,
-            metrics_addr: Some(metrics),
-            args: &args,
-        });
-        Candidate {
-            name: name.into(),
-            proxy,
-            host,
-            metrics,
-        }
-    }
-
-    fn oracle<'a>(&'a self, plugin: &'a Plugin) -> Oracle<'a> {
-        Oracle {
-            client: self.ns.client(),
-            plugin,
-            namespace: self.ns.name(),
-        }
-    }
-
-    /// Creates `count` Memcached CRs `m-<first>` .. with `size`; returns their names.
-    async fn create_many(&self, first: usize, count: usize, size: u32) -> Vec<String> {
-        let names: Vec<String> = (first..first + count).map(|i| format!("m-{i}")).collect();
-        futures::stream::iter(&names)
-            .for_each_concurrent(8, |name| async move {
-                create(
-                    &self.parents,
-                    &memcached_resource(),
-                    name,
-                    json!({"size": size}),
-                )
-                .await;
-            })
-            .await;
-        names
-    }
-
-    async fn resize(&self, names: &[String], size: u32) {
-        futures::stream::iter(names)
-            .for_each_concurrent(8, |name| async move {
-                patch_spec(&self.parents, name, json!({"size": size})).await;
-            })
-            .await;
-    }
-
-    async fn converge(&self, plugin: &Plugin, names: &[String], when: &str) -> Duration {
-        all_converge(&self.oracle(plugin), names, CONVERGE)
-            .await
-            .unwrap_or_else(|e| panic!("{when}: {e}"))
-    }
-}
-
-impl Candidate {
-    /// What `/readyz` says (`ready: leader`, `ready: standby (the leader is ...)`).
-    async fn role(&self) -> String {
-        http_get(self.metrics, "/readyz")
-            .await
-            .map(|(_, body)| body)
-            .unwrap_or_default()
-    }
-
-    /// Polls `/readyz` every 50 ms until it starts with `said`; returns how long that took.
-    async fn wait_role(&mut self, said: &str, bound: Duration) -> Duration {
-        let started = Instant::now();
-        loop {
-            if self.role().await.starts_with(said) {
-                return started.elapsed();
-            }
-            if started.elapsed() > bound {
-                panic!(
-                    "host {} did not say {said:?} within {bound:?} (it says {:?}); log tail:\n{}",
-                    self.name,
-                    self.role().await,
-                    self.host.log_tail(60)
-                );
-            }
-            self.host
-                .assert_running(&format!("waiting for {said:?}"))
-                .await;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// When the host's writes (anything but the Lease's) reached its proxy, in order.
-    fn write_times(&self) -> Vec<(Instant, String)> {
-        let writes = Matcher::writes();
-        self.proxy
-            .requests()
-            .into_iter()
-            .filter(|r| writes.matches(&r.method, &r.path, r.watch) && !r.path.contains("/leases"))
-            .map(|r| (r.at, format!("{} {}", r.method, r.path)))
-            .collect()
-    }
-
-    fn writes_since(&self, since: Instant) -> Vec<String> {
-        self.write_times()
-            .into_iter()
-            .filter(|(at, _)| *at >= since)
-            .map(|(_, write)| write)
-            .collect()
-    }
-}
 
 /// Starts `a` (waits until it leads) and then `b` (until it stands by).
 async fn leader_and_standby(election: &Election, plugins: &Path) -> (Candidate, Candidate) {
@@ -212,7 +31,7 @@ async fn leader_and_standby(election: &Election, plugins: &Path) -> (Candidate, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_leader_is_replaced_within_its_lease_and_nothing_is_recreated() {
-    let election = Election::new("le-kill").await;
+    let election = Election::new(BINARY, "le-kill").await;
     let (a, mut b) = leader_and_standby(&election, election.v1.path()).await;
     let names = election.create_many(0, 100, 1).await;
     election
@@ -262,7 +81,7 @@ async fn a_killed_leader_is_replaced_within_its_lease_and_nothing_is_recreated()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_stopped_with_sigterm_hands_over_within_three_seconds() {
-    let election = Election::new("le-term").await;
+    let election = Election::new(BINARY, "le-term").await;
     let (a, mut b) = leader_and_standby(&election, election.v1.path()).await;
     let names = election.create_many(0, 10, 1).await;
     election
@@ -292,7 +111,7 @@ async fn a_leader_stopped_with_sigterm_hands_over_within_three_seconds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_runs_again() {
-    let election = Election::new("le-stop").await;
+    let election = Election::new(BINARY, "le-stop").await;
     let (mut a, mut b) = leader_and_standby(&election, election.v1.path()).await;
     let names = election.create_many(0, 20, 1).await;
     election
@@ -341,7 +160,7 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_runs_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_update_to_a_new_plugin_version_never_has_two_writers() {
-    let election = Election::new("le-roll").await;
+    let election = Election::new(BINARY, "le-roll").await;
     let v2 = plugin_dir("test-plugins", "memcached-v2");
     let plugin_v2 = Plugin::load(&runtime(), &v2.path().join("memcached.wasm")).unwrap();
     // The old ReplicaSet: two replicas of v1.
