@@ -11,7 +11,7 @@ PLUGINS := memcached mysql
 # the CRD-ownership tests (squatter), the v2 Memcached.
 TEST_PLUGINS := hostile wrong-contract squatter
 
-.PHONY: build host plugins test-plugins test lint fmt bench bench-cluster cluster-down cluster demo clean fuzz
+.PHONY: build host plugins test-plugins test lint fmt bench bench-cluster cluster-down cluster demo clean fuzz image
 
 build: host plugins
 
@@ -22,6 +22,11 @@ plugins:
 	cargo build --target wasm32-wasip2 --profile plugin $(addprefix -p ,$(PLUGINS))
 	mkdir -p $(PLUGINS_DIR)
 	for p in $(PLUGINS); do cp $(WASM_OUT)/$$p.wasm $(PLUGINS_DIR)/$$p.wasm.tmp && mv $(PLUGINS_DIR)/$$p.wasm.tmp $(PLUGINS_DIR)/$$p.wasm; done
+
+# The container images (deploy/image/build.sh): the static musl host and the bundled plugins,
+# as reproducible OCI layouts and archives under target/image; prints reference@digest of each.
+image: plugins
+	deploy/image/build.sh $(PLUGINS)
 
 test-plugins: plugins
 	cargo build --target wasm32-wasip2 --profile plugin $(addprefix -p ,$(TEST_PLUGINS))
