@@ -1,47 +1,25 @@
 //! The host under exactly the ClusterRole `operator-host rbac` prints, as a ServiceAccount.
 
-use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Secret, Service, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client, Config};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
 use operator_host::plugin::Plugin;
 use operator_host::policy::Policy;
 use operator_host::rbac;
-use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
+use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path, runtime};
 use operator_host_tests::memcached::{
     create, memcached_resource, reconciled_condition, wait_for_reason,
 };
+use operator_host_tests::service_account;
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
-const SERVICE_ACCOUNT: &str = "operator-host";
-
-/// A kubeconfig for the devcluster that authenticates with `token` only.
-fn token_kubeconfig(token: &str, path: &Path) {
-    let admin = Kubeconfig::read_from(&devcluster::cluster().kubeconfig).unwrap();
-    let mut kubeconfig = serde_json::to_value(&admin).unwrap();
-    for user in kubeconfig["users"].as_array_mut().unwrap() {
-        user["user"] = json!({"token": token});
-    }
-    std::fs::write(path, serde_yaml::to_string(&kubeconfig).unwrap()).unwrap();
-}
-
-/// A client as `operator-host run --kubeconfig PATH` makes it.
-async fn client_from(path: &Path) -> Client {
-    let kubeconfig = Kubeconfig::read_from(path).unwrap();
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
-}
 
 /// The ClusterRole `operator-host rbac --install-crds --name NAME` prints for `plugin`.
 fn printed_role(plugin: &Plugin, name: &str) -> ClusterRole {
@@ -63,65 +41,6 @@ fn printed_role(plugin: &Plugin, name: &str) -> ClusterRole {
     serde_yaml::from_str(&printed).unwrap()
 }
 
-/// Creates `role`, a ServiceAccount of `ns` bound to it, and returns a client with the
-/// account's token only, once the authorizer lets it list Deployments.
-async fn client_bound_to(ns: &TestNamespace, role: &ClusterRole) -> Client {
-    let admin = ns.client();
-    let role_name = role.metadata.name.clone().unwrap();
-    let roles: Api<ClusterRole> = Api::all(admin.clone());
-    roles.create(&PostParams::default(), role).await.unwrap();
-    let service_accounts: Api<ServiceAccount> = ns.api();
-    let account: ServiceAccount =
-        serde_json::from_value(json!({"metadata": {"name": SERVICE_ACCOUNT}})).unwrap();
-    service_accounts
-        .create(&PostParams::default(), &account)
-        .await
-        .unwrap();
-    let bindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
-    let binding: ClusterRoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": role_name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
-        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": ns.name()}],
-    }))
-    .unwrap();
-    bindings
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    let token = service_accounts
-        .create_token_request(SERVICE_ACCOUNT, &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .expect("the TokenRequest has a status")
-        .token;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    token_kubeconfig(&token, &kubeconfig);
-    let restricted = client_from(&kubeconfig).await;
-
-    // The authorizer sees a new binding after a moment.
-    let deployments: Api<Deployment> = Api::namespaced(restricted.clone(), ns.name());
-    wait_for("the binding to take effect", TIMEOUT, || async {
-        Ok(deployments
-            .list(&ListParams::default())
-            .await
-            .ok()
-            .map(|_| ()))
-    })
-    .await
-    .unwrap();
-    restricted
-}
-
 /// A host serving `plugin` in `ns` with the credentials of `client`, and its plugin directory.
 async fn serve_as(
     client: Client,
@@ -141,17 +60,6 @@ async fn serve_as(
     (plugins, host)
 }
 
-/// Deletes the ClusterRole `name` and its binding.
-async fn delete_role(admin: &Client, name: &str) {
-    let bindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
-    bindings
-        .delete(name, &DeleteParams::default())
-        .await
-        .unwrap();
-    let roles: Api<ClusterRole> = Api::all(admin.clone());
-    roles.delete(name, &DeleteParams::default()).await.unwrap();
-}
-
 #[tokio::test]
 async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
     let ns = TestNamespace::new("rbac-least-privilege").await.unwrap();
@@ -160,7 +68,9 @@ async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
     // What `operator-host rbac --install-crds --name NAME memcached.wasm` prints, applied as is;
     // once the binding takes effect, the account can do what the role allows and nothing else.
     let role_name = format!("operator-host-{}", ns.name());
-    let restricted = client_bound_to(&ns, &printed_role(&plugin, &role_name)).await;
+    let restricted = service_account::bind(&ns, &printed_role(&plugin, &role_name), None)
+        .await
+        .client;
     let secrets: Api<Secret> = Api::namespaced(restricted.clone(), ns.name());
     match secrets.list(&ListParams::default()).await {
         Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
@@ -227,7 +137,7 @@ async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
     );
 
     host.stop().await;
-    delete_role(&admin, &role_name).await;
+    service_account::delete_cluster_role(&admin, &role_name).await;
     ns.cleanup().await.unwrap();
 }
 
@@ -253,7 +163,7 @@ async fn a_child_kind_the_host_may_not_watch_recovers_once_the_permission_is_gra
         partial.rules, full.rules,
         "the role had a Service rule to take away"
     );
-    let restricted = client_bound_to(&ns, &partial).await;
+    let restricted = service_account::bind(&ns, &partial, None).await.client;
     let (_plugins, host) = serve_as(restricted, &plugin, &ns).await;
     let resource = memcached_resource();
     let memcacheds: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns.name(), &resource);
@@ -293,6 +203,6 @@ async fn a_child_kind_the_host_may_not_watch_recovers_once_the_permission_is_gra
     .await
     .unwrap();
     host.stop().await;
-    delete_role(&admin, &role_name).await;
+    service_account::delete_cluster_role(&admin, &role_name).await;
     ns.cleanup().await.unwrap();
 }

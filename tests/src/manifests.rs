@@ -1,0 +1,227 @@
+//! The install manifests (`deploy/install`): rendering them with the devcluster's kubectl,
+//! their generated roles, and overlays of the base with a namespace and names of a test's own.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
+use serde_json::Value;
+
+use crate::devcluster::{kubectl, repo_root};
+
+/// The bundled plugins (what the plugin image holds): `target/plugins/<name>.wasm`.
+pub const BUNDLED_PLUGINS: [&str; 2] = ["memcached", "mysql"];
+
+/// `deploy/install/base`.
+pub fn base_dir() -> PathBuf {
+    repo_root().join("deploy/install/base")
+}
+
+/// `deploy/install/overlays/<name>`.
+pub fn overlay_dir(name: &str) -> PathBuf {
+    repo_root().join("deploy/install/overlays").join(name)
+}
+
+/// The generated roles, `deploy/install/base/rbac.generated.yaml`.
+pub fn generated_rbac_path() -> PathBuf {
+    base_dir().join("rbac.generated.yaml")
+}
+
+/// Runs the devcluster's kubectl with `args`; panics with its output unless it succeeds.
+/// Returns stdout and stderr (warnings).
+pub fn kubectl_ok(args: &[&str]) -> (String, String) {
+    let output = kubectl()
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running kubectl {args:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "kubectl {} failed ({}):\n{stdout}{stderr}",
+        args.join(" "),
+        output.status
+    );
+    (stdout, stderr)
+}
+
+/// The documents of a YAML stream, as JSON values (empty documents skipped).
+pub fn documents(yaml: &str) -> Vec<Value> {
+    use serde::Deserialize;
+    serde_yaml::Deserializer::from_str(yaml)
+        .map(|document| Value::deserialize(document).expect("a YAML document"))
+        .filter(|value| !value.is_null())
+        .collect()
+}
+
+/// `kubectl kustomize DIR`: the objects the kustomization renders.
+pub fn render(dir: &Path) -> Vec<Value> {
+    let (stdout, _) = kubectl_ok(&["kustomize", &dir.to_string_lossy()]);
+    documents(&stdout)
+}
+
+/// The one object of `kind` among `objects`; panics if there is none or several.
+pub fn one<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
+    let mut found = objects.iter().filter(|o| o["kind"] == kind);
+    let first = found
+        .next()
+        .unwrap_or_else(|| panic!("no {kind} among the rendered objects"));
+    assert!(found.next().is_none(), "several {kind}s");
+    first
+}
+
+/// The ClusterRole and the leader-election Role of `rbac.generated.yaml`, as committed.
+pub fn generated_rbac() -> (ClusterRole, Option<Role>) {
+    let path = generated_rbac_path();
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    roles_of(&documents(&text))
+}
+
+/// The ClusterRole (exactly one) and the Role (at most one) among `documents`.
+pub fn roles_of(documents: &[Value]) -> (ClusterRole, Option<Role>) {
+    let cluster_role =
+        serde_json::from_value(one(documents, "ClusterRole").clone()).expect("a valid ClusterRole");
+    let roles: Vec<&Value> = documents.iter().filter(|d| d["kind"] == "Role").collect();
+    assert!(roles.len() <= 1, "several Roles");
+    let role = roles
+        .first()
+        .map(|r| serde_json::from_value((*r).clone()).expect("a valid Role"));
+    (cluster_role, role)
+}
+
+/// The value of `--flag=value` (or `--flag value`) in `args`.
+pub fn flag<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    let prefix = format!("{flag}=");
+    args.iter().enumerate().find_map(|(i, arg)| {
+        if let Some(value) = arg.strip_prefix(&prefix) {
+            Some(value)
+        } else if arg == flag {
+            args.get(i + 1).map(String::as_str)
+        } else {
+            None
+        }
+    })
+}
+
+/// The host container of the rendered Deployment.
+pub fn host_container(objects: &[Value]) -> &Value {
+    let containers = &one(objects, "Deployment")["spec"]["template"]["spec"]["containers"];
+    containers
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == "operator-host"))
+        .expect("the Deployment has a container operator-host")
+}
+
+/// The host container's `args`.
+pub fn host_args(objects: &[Value]) -> Vec<String> {
+    serde_json::from_value(host_container(objects)["args"].clone()).expect("args are strings")
+}
+
+/// An overlay of the base with a namespace and names of its own (every name gets the suffix
+/// `-<namespace>`), so that applying it disturbs nothing else on the cluster. It lives in a
+/// temporary directory under `target/` (kustomize takes only relative paths to a base) and
+/// deletes what it applied when dropped.
+pub struct Overlay {
+    pub namespace: String,
+    dir: tempfile::TempDir,
+    applied: bool,
+}
+
+impl Overlay {
+    /// An overlay of `base` (a kustomization directory inside the repository) into
+    /// `namespace`, labelled as a test namespace.
+    pub fn new(base: &Path, namespace: &str) -> Overlay {
+        let target = repo_root().join("target");
+        let dir = tempfile::Builder::new()
+            .prefix("manifests-overlay-")
+            .tempdir_in(&target)
+            .expect("a temporary overlay directory");
+        let relative = base
+            .strip_prefix(repo_root())
+            .expect("the base is inside the repository");
+        let kustomization = format!(
+            r#"apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: {namespace}
+nameSuffix: -{namespace}
+resources:
+  - ../../{base}
+patches:
+  - target: {{kind: Namespace}}
+    patch: |-
+      - op: add
+        path: /metadata/labels/{label}
+        value: "true"
+"#,
+            base = relative.display(),
+            label = crate::devcluster::TEST_NAMESPACE_LABEL.replace('/', "~1"),
+        );
+        std::fs::write(dir.path().join("kustomization.yaml"), kustomization)
+            .expect("the overlay is written");
+        Overlay {
+            namespace: namespace.to_string(),
+            dir,
+            applied: false,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The objects it renders.
+    pub fn render(&self) -> Vec<Value> {
+        render(self.dir())
+    }
+
+    /// `kubectl apply -k` (for real); returns kubectl's stdout and stderr.
+    pub fn apply(&mut self) -> (String, String) {
+        self.applied = true;
+        kubectl_ok(&["apply", "-k", &self.dir().to_string_lossy()])
+    }
+
+    /// Deletes what it applied (the namespace with its contents, and the cluster-scoped
+    /// ClusterRole and ClusterRoleBinding), without waiting for the namespace to go.
+    pub fn delete(&mut self) {
+        if std::mem::take(&mut self.applied) {
+            kubectl_ok(&[
+                "delete",
+                "-k",
+                &self.dir().to_string_lossy(),
+                "--ignore-not-found",
+                "--wait=false",
+            ]);
+        }
+    }
+}
+
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        // Best effort on a failed test: kubectl on a plain thread, errors ignored.
+        if std::mem::take(&mut self.applied) {
+            let mut command = kubectl();
+            command
+                .args(["delete", "-k"])
+                .arg(self.dir.path())
+                .args(["--ignore-not-found", "--wait=false"]);
+            let _ = std::thread::spawn(move || command.output()).join();
+        }
+    }
+}
+
+/// `GET path` on `addr` over HTTP/1.0: the status and the body, or `None` if nothing answers.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok()?;
+    let text = String::from_utf8_lossy(&response);
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    Some((status, body))
+}

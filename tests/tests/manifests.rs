@@ -1,0 +1,597 @@
+//! The install manifests (`deploy/install`): they render, the API server accepts them (server
+//! dry-run, Pod Security `restricted` included), their roles are what `operator-host rbac`
+//! prints for the bundled plugins, the host runs as deployed under exactly those roles, and
+//! applied for real their pods are admitted and scheduled.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod, Service};
+use kube::api::{DynamicObject, ListParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use operator_host::plugin::Plugin;
+use operator_host::policy::Policy;
+use operator_host::rbac;
+use operator_host_tests::devcluster::{self, TestNamespace, unique_name, wait_for};
+use operator_host_tests::host::{plugin_path, runtime};
+use operator_host_tests::manifests::{
+    BUNDLED_PLUGINS, Overlay, base_dir, documents, flag, generated_rbac, generated_rbac_path,
+    host_args, host_container, http_get, kubectl_ok, one, overlay_dir, render,
+};
+use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
+use operator_host_tests::process_host::free_local_addr;
+use operator_host_tests::service_account;
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The kinds the base must hold.
+const BASE_KINDS: [&str; 10] = [
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "Role",
+    "ClusterRoleBinding",
+    "RoleBinding",
+    "ConfigMap",
+    "Service",
+    "Deployment",
+    "PodDisruptionBudget",
+];
+
+/// The rendered base, checked for what the install promises.
+fn rendered_base() -> Vec<Value> {
+    let objects = render(&base_dir());
+    for kind in BASE_KINDS {
+        one(&objects, kind);
+    }
+    objects
+}
+
+/// The policy file the base ships (its ConfigMap's `policy.yaml`), parsed as the host does.
+fn base_policy(dir: &Path) -> Policy {
+    let path = dir.join("policy.yaml");
+    Policy::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Waits until namespace `name` is absent (a previous run's may still be terminating).
+async fn wait_until_gone(namespaces: &Api<Namespace>, name: &str) {
+    wait_for(&format!("namespace {name} to be gone"), TIMEOUT, || async {
+        Ok(namespaces.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn the_base_renders_and_the_api_server_accepts_it_on_a_dry_run() {
+    let objects = rendered_base();
+    let namespace = one(&objects, "Namespace");
+    let name = namespace["metadata"]["name"].as_str().unwrap().to_string();
+    assert_eq!(
+        namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
+        "{namespace}"
+    );
+    // A server dry-run of namespaced objects needs their namespace to exist (it is not
+    // created by the dry-run of the Namespace): create the base's Namespace for real, with
+    // its Pod Security labels, unless it exists, and delete it afterwards if it was made here.
+    let client = devcluster::client().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let existing = namespaces.get_opt(&name).await.unwrap();
+    if existing
+        .as_ref()
+        .is_some_and(|ns| ns.metadata.deletion_timestamp.is_some())
+    {
+        wait_until_gone(&namespaces, &name).await;
+    }
+    let _created = match existing.filter(|ns| ns.metadata.deletion_timestamp.is_none()) {
+        Some(_) => None,
+        None => {
+            // With kubectl apply, as a user would (it records what it applied).
+            let file = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(file.path(), namespace.to_string()).unwrap();
+            kubectl_ok(&["apply", "-f", &file.path().to_string_lossy()]);
+            Some(DeleteOnDrop(name.clone()))
+        }
+    };
+
+    for dir in [base_dir(), overlay_dir("pvc")] {
+        let (stdout, stderr) = kubectl_ok(&[
+            "apply",
+            "--dry-run=server",
+            "-k",
+            &dir.to_string_lossy(),
+            "-o",
+            "json",
+        ]);
+        // The namespace enforces `restricted`: a pod template that does not meet it would
+        // be admitted as a Deployment but with this warning, and its pods refused.
+        // (A namespace made by another client than kubectl apply is warned about, harmlessly.)
+        let warnings: Vec<&str> = stderr
+            .lines()
+            .filter(|l| !l.contains("last-applied-configuration annotation"))
+            .collect();
+        assert!(
+            warnings.is_empty(),
+            "{}: the API server warned:\n{stderr}",
+            dir.display()
+        );
+        let answer: Value = serde_json::from_str(&stdout).unwrap();
+        let items = answer["items"].as_array().expect("a List of the objects");
+        assert_eq!(
+            items.len(),
+            objects.len() + usize::from(dir.ends_with("pvc"))
+        );
+        let deployment = one(items, "Deployment");
+        let plugins = deployment["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .and_then(|vs| vs.iter().find(|v| v["name"] == "plugins"))
+            .unwrap_or_else(|| panic!("the API server dropped the plugins volume: {deployment}"));
+        if dir.ends_with("pvc") {
+            assert!(plugins.get("image").is_none(), "{plugins}");
+            assert!(
+                plugins["persistentVolumeClaim"]["readOnly"] == true,
+                "{plugins}"
+            );
+        } else {
+            // ImageVolume is beta and on by default in 1.35; with the gate off the API server
+            // would drop the volume source.
+            let rendered = one(&objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+                .as_array()
+                .and_then(|vs| vs.iter().find(|v| v["name"] == "plugins"))
+                .map(|v| v["image"]["reference"].clone());
+            assert!(plugins["image"]["reference"].is_string(), "{plugins}");
+            assert_eq!(Some(&plugins["image"]["reference"]), rendered.as_ref());
+        }
+    }
+}
+
+/// Deletes the namespace it names when dropped (also when the test fails), without waiting.
+struct DeleteOnDrop(String);
+
+impl Drop for DeleteOnDrop {
+    fn drop(&mut self) {
+        let mut command = devcluster::kubectl();
+        command.args([
+            "delete",
+            "namespace",
+            &self.0,
+            "--ignore-not-found",
+            "--wait=false",
+        ]);
+        let status = std::thread::spawn(move || command.output()).join();
+        if !matches!(&status, Ok(Ok(o)) if o.status.success()) && !std::thread::panicking() {
+            panic!("deleting namespace {}: {status:?}", self.0);
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
+    let objects = rendered_base();
+    let namespace = one(&objects, "Namespace")["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The Lease the Deployment's host takes: `--leader-elect-lease` in its namespace.
+    let args = host_args(&objects);
+    assert!(args.iter().any(|a| a == "--leader-elect"), "{args:?}");
+    assert!(args.iter().any(|a| a == "--install-crds"), "{args:?}");
+    let lease = flag(&args, "--leader-elect-lease")
+        .unwrap_or(operator_host::leader::DEFAULT_LEASE_NAME)
+        .to_string();
+    let (committed_role, committed_lease_role) = generated_rbac();
+    let name = committed_role.metadata.name.clone().unwrap();
+
+    let runtime = runtime();
+    let plugins: Vec<_> = BUNDLED_PLUGINS
+        .iter()
+        .map(|p| {
+            Plugin::load(&runtime, &plugin_path("plugins", p))
+                .unwrap()
+                .decl
+        })
+        .collect();
+    let options = rbac::Options {
+        name,
+        install_crds: true,
+        lease: Some(rbac::LeaseName {
+            namespace,
+            name: lease,
+        }),
+    };
+    let policy = base_policy(&base_dir());
+    let printed = rbac::to_yaml(
+        &rbac::cluster_role(&plugins, &policy, &options),
+        rbac::leader_election_role(&options).as_ref(),
+        &plugins,
+    )
+    .unwrap();
+    let (printed_role, printed_lease_role) =
+        operator_host_tests::manifests::roles_of(&documents(&printed));
+    // The documents, not the text: the comment lines name the plugins' content hashes,
+    // which differ between machines (the wasm files embed the cargo registry's paths).
+    let drift = format!(
+        "{} is not what `operator-host rbac` prints for {BUNDLED_PLUGINS:?} under the base's \
+         policy: run `make manifests` and commit the result. It prints:\n{printed}",
+        generated_rbac_path().display()
+    );
+    assert_eq!(committed_role, printed_role, "{drift}");
+    assert_eq!(committed_lease_role, printed_lease_role, "{drift}");
+    assert!(committed_lease_role.is_some(), "{drift}");
+
+    // The bindings name exactly those roles, for the base's ServiceAccount.
+    let account = one(&objects, "ServiceAccount")["metadata"]["name"].clone();
+    let deployment = one(&objects, "Deployment");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["serviceAccountName"], account,
+        "{deployment}"
+    );
+    for (binding, role) in [
+        (
+            one(&objects, "ClusterRoleBinding"),
+            committed_role.metadata.name.clone(),
+        ),
+        (
+            one(&objects, "RoleBinding"),
+            committed_lease_role.and_then(|r| r.metadata.name),
+        ),
+    ] {
+        assert_eq!(
+            binding["roleRef"]["name"].as_str(),
+            role.as_deref(),
+            "{binding}"
+        );
+        assert_eq!(binding["subjects"][0]["name"], account, "{binding}");
+        assert_eq!(
+            binding["subjects"][0]["namespace"],
+            one(&objects, "Namespace")["metadata"]["name"],
+            "{binding}"
+        );
+    }
+}
+
+/// Where the host of the Deployment finds its files, on this machine: each of the
+/// container's mount paths mapped to a local directory with the volume's content.
+struct Mounts {
+    by_path: BTreeMap<String, PathBuf>,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+impl Mounts {
+    /// The plugins volume (the plugin image's layout: `plugins/<name>.wasm`) with the
+    /// bundled plugins, ConfigMap volumes with their rendered data, the cache with the tests'
+    /// compile cache.
+    fn of(objects: &[Value]) -> Mounts {
+        let spec = &one(objects, "Deployment")["spec"]["template"]["spec"];
+        let volumes = spec["volumes"].as_array().expect("volumes");
+        let mut by_path = BTreeMap::new();
+        let mut dirs = Vec::new();
+        let mounts = host_container(objects)["volumeMounts"]
+            .as_array()
+            .expect("volumeMounts");
+        for mount in mounts {
+            let path = mount["mountPath"].as_str().unwrap().to_string();
+            let volume = volumes
+                .iter()
+                .find(|v| v["name"] == mount["name"])
+                .expect("a volume for each mount");
+            let local = if volume.get("image").is_some() {
+                let dir = tempfile::tempdir().unwrap();
+                std::fs::create_dir(dir.path().join("plugins")).unwrap();
+                for plugin in BUNDLED_PLUGINS {
+                    let file = format!("{plugin}.wasm");
+                    std::fs::copy(
+                        plugin_path("plugins", plugin),
+                        dir.path().join("plugins").join(file),
+                    )
+                    .unwrap();
+                }
+                let local = dir.path().to_path_buf();
+                dirs.push(dir);
+                local
+            } else if let Some(name) = volume["configMap"]["name"].as_str() {
+                let config_map = objects
+                    .iter()
+                    .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == name)
+                    .expect("the ConfigMap of the volume is rendered");
+                let dir = tempfile::tempdir().unwrap();
+                for (key, value) in config_map["data"].as_object().expect("data") {
+                    std::fs::write(dir.path().join(key), value.as_str().unwrap()).unwrap();
+                }
+                let local = dir.path().to_path_buf();
+                dirs.push(dir);
+                local
+            } else if volume.get("emptyDir").is_some() {
+                devcluster::repo_root().join("target/test-compile-cache")
+            } else {
+                panic!("a volume this test cannot stand in for: {volume}");
+            };
+            by_path.insert(path, local);
+        }
+        Mounts {
+            by_path,
+            _dirs: dirs,
+        }
+    }
+
+    /// `value` with a mount path at its start replaced by the local directory.
+    fn local(&self, value: &str) -> String {
+        for (path, local) in &self.by_path {
+            if let Some(rest) = value.strip_prefix(path.as_str())
+                && (rest.is_empty() || rest.starts_with('/'))
+            {
+                return format!("{}{rest}", local.display());
+            }
+        }
+        value.to_string()
+    }
+
+    /// `--flag=value` with its value made local.
+    fn arg(&self, arg: &str) -> String {
+        match arg.split_once('=') {
+            Some((flag, value)) => format!("{flag}={}", self.local(value)),
+            None => self.local(arg),
+        }
+    }
+}
+
+/// The sum of `operator_host_reconciles_total` samples that did not succeed, in `metrics`.
+fn failed_reconciles(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("operator_host_reconciles_total{"))
+        .filter(|l| !l.contains("result=\"success\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn the_host_runs_as_deployed_under_exactly_the_generated_roles() {
+    let ns = TestNamespace::new("manifests-host").await.unwrap();
+    let admin = ns.client();
+    let objects = rendered_base();
+    // The roles as committed, under a name of this test's (the ClusterRole is
+    // cluster-scoped); the Lease Role in the test's namespace, where POD_NAMESPACE puts the
+    // Lease.
+    let (mut cluster_role, lease_role) = generated_rbac();
+    let role_name = format!("operator-host-{}", ns.name());
+    cluster_role.metadata.name = Some(role_name.clone());
+    let account = service_account::bind(&ns, &cluster_role, lease_role.as_ref()).await;
+
+    // The Deployment's command line, with its mount paths mapped to local directories
+    // holding what the volumes hold, confined to the test's namespace (the deployed host
+    // watches every namespace: here that would reconcile other tests' objects).
+    let mounts = Mounts::of(&objects);
+    let container = host_container(&objects);
+    let metrics_addr = free_local_addr();
+    let mut args: Vec<String> = Vec::new();
+    for arg in host_args(&objects) {
+        if arg.starts_with("--metrics-addr") {
+            args.push(format!("--metrics-addr={metrics_addr}"));
+        } else {
+            args.push(mounts.arg(&arg));
+        }
+    }
+    assert_eq!(
+        args.iter()
+            .filter(|a| a.starts_with("--metrics-addr="))
+            .count(),
+        1,
+        "{args:?}"
+    );
+    args.push(format!("--kubeconfig={}", account.kubeconfig.display()));
+    args.push(format!("--namespace={}", ns.name()));
+    let pod_name = format!("{}-pod", ns.name());
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    for var in container["env"].as_array().into_iter().flatten() {
+        let name = var["name"].as_str().unwrap().to_string();
+        let value = match (
+            &var["value"],
+            var["valueFrom"]["fieldRef"]["fieldPath"].as_str(),
+        ) {
+            (Value::String(v), _) => mounts.local(v),
+            (_, Some("metadata.name")) => pod_name.clone(),
+            (_, Some("metadata.namespace")) => ns.name().to_string(),
+            other => panic!("an env var this test cannot stand in for: {var} {other:?}"),
+        };
+        env.insert(name, value);
+    }
+    assert!(
+        env.contains_key("POD_NAME") && env.contains_key("POD_NAMESPACE"),
+        "{env:?}"
+    );
+    let log_dir = tempfile::tempdir().unwrap();
+    let log_path = log_dir.path().join("host.log");
+    let host = tokio::process::Command::new(env!("CARGO_BIN_EXE_operator-host-faulty"))
+        .args(&args)
+        .envs(&env)
+        .env_remove(operator_host::faults::CRASH_AFTER_ENV)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let host = std::cell::RefCell::new(host);
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+
+    wait_for("the host's /readyz to be ready", TIMEOUT, || async {
+        let exited = host.borrow_mut().try_wait();
+        if let Ok(Some(status)) = exited {
+            anyhow::bail!("the host exited ({status}); log:\n{}", log());
+        }
+        Ok(http_get(metrics_addr, "/readyz")
+            .await
+            .is_some_and(|(status, _)| status == 200)
+            .then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; log:\n{}", log()));
+
+    // It takes the Lease as POD_NAME, installs the CRDs, and serves a Memcached.
+    let leases: Api<Lease> = ns.api();
+    let lease_name = flag(&args, "--leader-elect-lease")
+        .unwrap_or(operator_host::leader::DEFAULT_LEASE_NAME)
+        .to_string();
+    wait_for("the host to hold the Lease", TIMEOUT, || async {
+        let holder = leases
+            .get_opt(&lease_name)
+            .await?
+            .and_then(|l| l.spec?.holder_identity);
+        Ok(holder.filter(|h| h.starts_with(&pod_name)).map(|_| ()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; log:\n{}", log()));
+    let resource = memcached_resource();
+    let memcacheds: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns.name(), &resource);
+    create(&memcacheds, &resource, "cache", json!({"size": 2})).await;
+    wait_for("Reconciled=True", TIMEOUT, || async {
+        let cr = memcacheds.get("cache").await?;
+        let reconciled = reconciled_condition(&cr)["status"] == "True"
+            && cr.data["status"]["observedGeneration"] == json!(1);
+        Ok(reconciled.then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; log:\n{}", log()));
+    let deployment = ns.api::<Deployment>().get("cache").await.unwrap();
+    assert_eq!(deployment.spec.unwrap().replicas, Some(2));
+    ns.api::<Service>().get("cache").await.unwrap();
+    ns.wait_for_event("an event published by the host", |e: &Event| {
+        e.involved_object.name.as_deref() == Some("cache")
+    })
+    .await;
+
+    let (_, metrics) = http_get(metrics_addr, "/metrics").await.expect("/metrics");
+    let log = log();
+    assert_eq!(
+        failed_reconciles(&metrics),
+        0.0,
+        "a reconcile failed under the generated roles; log:\n{log}"
+    );
+    assert!(
+        !log.to_lowercase().contains("forbidden"),
+        "a request was forbidden under the generated roles; log:\n{log}"
+    );
+
+    host.into_inner().kill().await.unwrap();
+    service_account::delete_cluster_role(&admin, &role_name).await;
+    ns.cleanup().await.unwrap();
+}
+
+/// The ReplicaSet's pods in `namespace`, once it has made `replicas` of them, each scheduled.
+async fn scheduled_pods(client: &Client, namespace: &str, replicas: usize) -> Vec<Pod> {
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), namespace);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    wait_for(
+        &format!("{replicas} host pods admitted and scheduled in {namespace}"),
+        TIMEOUT,
+        || async {
+            // A pod Pod Security refuses is a FailedCreate event and a ReplicaFailure
+            // condition of the ReplicaSet: fail at once, with the reason.
+            for event in events.list(&ListParams::default()).await? {
+                if event.reason.as_deref() == Some("FailedCreate") {
+                    panic!("the ReplicaSet could not create a pod: {:?}", event.message);
+                }
+            }
+            for rs in replica_sets.list(&ListParams::default()).await? {
+                for condition in rs.status.and_then(|s| s.conditions).into_iter().flatten() {
+                    assert_ne!(condition.type_, "ReplicaFailure", "{:?}", condition.message);
+                }
+            }
+            let listed = pods.list(&ListParams::default()).await?.items;
+            let scheduled = listed
+                .iter()
+                .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+                .count();
+            Ok((listed.len() == replicas && scheduled == replicas).then_some(listed))
+        },
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn applied_for_real_its_pods_pass_restricted_admission() {
+    let client = devcluster::client().await;
+    let namespace = unique_name("manifests-apply");
+    let mut overlay = Overlay::new(&base_dir(), &namespace);
+    let objects = overlay.render();
+    let name_of = |kind: &str| {
+        one(&objects, kind)["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(name_of("Namespace"), namespace);
+    let suffix = format!("-{namespace}");
+    for kind in ["ClusterRole", "ClusterRoleBinding"] {
+        assert!(name_of(kind).ends_with(&suffix), "{kind} {}", name_of(kind));
+    }
+    let (_, stderr) = overlay.apply();
+    assert!(
+        !stderr.to_lowercase().contains("warning"),
+        "kubectl apply warned:\n{stderr}"
+    );
+
+    // Everything is there, under the overlay's names (`kubectl get -k` fails on a missing one).
+    let (stdout, _) = kubectl_ok(&["get", "-k", &overlay.dir().to_string_lossy(), "-o", "json"]);
+    let live: Value = serde_json::from_str(&stdout).unwrap();
+    let live = live["items"].as_array().expect("a List");
+    let kinds = |objects: &[Value]| {
+        let mut kinds: Vec<String> = objects
+            .iter()
+            .map(|o| format!("{}/{}", o["kind"].as_str().unwrap(), o["metadata"]["name"]))
+            .collect();
+        kinds.sort();
+        kinds
+    };
+    assert_eq!(kinds(live), kinds(&objects));
+    assert_eq!(one(live, "Deployment")["spec"]["replicas"], 2);
+    assert!(
+        one(live, "ConfigMap")["data"]["policy.yaml"].is_string(),
+        "the policy ConfigMap has policy.yaml"
+    );
+
+    // The ReplicaSet's pods pass Pod Security `restricted` (enforced by the namespace) and
+    // are scheduled on the fake nodes (which "run" them without running anything).
+    let pods = scheduled_pods(&client, &namespace, 2).await;
+    for pod in &pods {
+        assert_eq!(
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.service_account_name.clone()),
+            Some(name_of("ServiceAccount")),
+            "{}",
+            pod.name_any()
+        );
+    }
+    // The namespace really enforces it: a pod that does not meet `restricted` is refused.
+    let offender: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "not-restricted"},
+        "spec": {"containers": [{"name": "c", "image": "localhost/operator-host:0.1.0"}]},
+    }))
+    .unwrap();
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    match Api::<Pod>::namespaced(client.clone(), &namespace)
+        .create(&dry_run, &offender)
+        .await
+    {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403, "{status:?}");
+            assert!(status.message.contains("PodSecurity"), "{status:?}");
+        }
+        other => panic!("the namespace admitted a pod that is not restricted: {other:?}"),
+    }
+
+    overlay.delete();
+}
