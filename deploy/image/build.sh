@@ -55,6 +55,18 @@ case "$CARGO_TARGET_DIR$cargo_home" in
 *[[:space:]]*) echo "image: CARGO_TARGET_DIR and CARGO_HOME must not contain spaces" >&2; exit 1 ;;
 esac
 unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS
+# Cargo rebuilds a crate when a variable its build script read differs from cargo's own
+# environment, and ring reads CARGO_MANIFEST_DIR and CARGO_PKG_*, which cargo sets for a test
+# (or build script) that runs this script: ring and all above it would be rebuilt in turn by
+# `make image` and the image test. Clear them; and give cc (which reads SOURCE_DATE_EPOCH) one
+# fixed value, the same for every commit.
+epoch="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}"
+for v in $(compgen -e); do
+	case "$v" in
+	CARGO_PKG_* | CARGO_MANIFEST_* | CARGO_BIN_* | CARGO_CRATE_NAME | CARGO_PRIMARY_PACKAGE | CARGO_TARGET_TMPDIR | OUT_DIR) unset "$v" ;;
+	esac
+done
+export SOURCE_DATE_EPOCH=0
 export CC_x86_64_unknown_linux_musl=musl-gcc
 export CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$CARGO_TARGET_DIR=/target"
 cargo build --locked --profile image --target "$target" -p operator-host
@@ -62,7 +74,6 @@ bin="$CARGO_TARGET_DIR/$target/image/operator-host"
 
 version="$("$bin" --version | awk '{print $2}')"
 revision="$(git rev-parse HEAD)"
-epoch="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}"
 mkdir -p "$out"
 "$tool" -binary "$bin" "${plugin_args[@]}" -out "$out" -version "$version" \
 	-revision "$revision" -epoch "$epoch" ${IMAGE_SOURCE:+-source "$IMAGE_SOURCE"}
