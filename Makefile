@@ -93,6 +93,7 @@ bench-cluster: test-plugins
 	cargo bench -p operator-host-tests --bench convergence
 	cargo bench -p operator-host-tests --bench hot_swap
 	cargo bench -p operator-host-tests --bench write_budget
+	cargo bench -p operator-host-tests --bench takeover
 
 # Fuzzing (nightly + cargo-fuzz, not part of `make test`; see docs/fuzzing.md): arbitrary
 # plugin output through the plan and the policy check, for FUZZ_SECONDS. The corpus grows in
