@@ -164,6 +164,16 @@ func up(dir, bin string, nodeCount int, readyTimeout time.Duration, ownerPID int
 		"--service-account-signing-key-file=" + p("sa.key"),
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--allow-privileged=true",
+		// Logs, exec and port-forward of pods on a real node (node.sh): the
+		// apiserver authenticates to the kubelet with the admin certificate
+		// (system:masters, allowed by the kubelet's webhook authorizer), checks
+		// the kubelet's serving certificate against the cluster CA, and dials
+		// the node's InternalIP (its Hostname address, the node name, does not
+		// resolve). The fake nodes serve no kubelet API either way.
+		"--kubelet-client-certificate=" + p("admin.crt"),
+		"--kubelet-client-key=" + p("admin.key"),
+		"--kubelet-certificate-authority=" + p("ca.crt"),
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		"--profiling=false",
 		// Flow control bootstrapping only slows a single-user test cluster.
 		"--enable-priority-and-fairness=false",

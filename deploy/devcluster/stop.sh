@@ -2,7 +2,8 @@
 # Stops the devcluster started by start.sh and waits until it and every
 # process it started are gone. With $DEVCLUSTER_DIR set, stops that cluster;
 # without it, every cluster under <repo>/target/devcluster* (the shared one and
-# the isolated ones tests start for themselves, target/devcluster-<name>).
+# the isolated ones tests start for themselves, target/devcluster-<name>),
+# and a real node (node.sh) attached to it.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -20,6 +21,10 @@ stop_dir() {
 	pid="$(cat "$dir/devcluster.pid" 2>/dev/null || true)"
 	# Children recorded at ready time (and after each fault), checked again below in case of SIGKILL.
 	children="$(sed -n '/"children"/,/}/p' "$dir/state.json" 2>/dev/null | grep -o ': [0-9]\+' | grep -o '[0-9]\+' || true)"
+	# A real node (node.sh) first, while its apiserver still answers.
+	if [ -e "$dir/node.pid" ] || [ -d "$dir/node" ]; then
+		DEVCLUSTER_DIR="$dir" "$here/node.sh" stop || echo "stopping the real node of $dir failed" >&2
+	fi
 	if ! is_devcluster "$pid"; then
 		echo "devcluster is not running ($dir)"
 	else

@@ -636,3 +636,111 @@ pub async fn wait_for_crd_established(
     )
     .await
 }
+
+/// [`isolated_cluster`] with a real node attached (`deploy/devcluster/node.sh start`, see
+/// "A real node" in `deploy/devcluster/README.md`): containerd and runc from the machine's
+/// packages and a kubelet of the pinned release, node [`real_node_name`], which runs only pods
+/// placed with [`real_node_placement`]. Started once per process and name (the node stops with
+/// the cluster, when this process exits). Needs root and
+/// `apt-get install -y --no-install-recommends containerd runc containernetworking-plugins`;
+/// panics with node.sh's output, which says what is missing, if the node cannot start (never
+/// skips). One real node per machine.
+pub async fn isolated_cluster_with_real_node(name: &str) -> &'static Cluster {
+    static NODES: Mutex<BTreeMap<String, Result<(), String>>> = Mutex::new(BTreeMap::new());
+    let cluster = isolated_cluster(name).await;
+    let dir = isolated_state_dir(name);
+    let name = name.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
+        let started = nodes
+            .entry(name.clone())
+            .or_insert_with(|| run_node_script(&dir, &["start"]).map(|_| ()));
+        if let Err(reason) = started {
+            panic!("the real node of the isolated cluster {name} is unavailable: {reason}");
+        }
+    })
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    cluster
+}
+
+/// Imports an image archive (an OCI image layout or `docker save` tarball) into the real node's
+/// containerd (`node.sh import`), where pods find it by the name it carries (use
+/// `imagePullPolicy: Never` or `IfNotPresent`: there is no registry). Returns node.sh's output,
+/// one `imported NAME` line per image.
+pub async fn real_node_import(cluster: &Cluster, archive: &Path) -> anyhow::Result<String> {
+    let dir = cluster
+        .state_dir()
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} has no state dir, so no real node",
+                cluster.kubeconfig.display()
+            )
+        })?
+        .to_path_buf();
+    let archive = archive.as_os_str().to_owned();
+    tokio::task::spawn_blocking(move || {
+        run_node_script(&dir, &[std::ffi::OsStr::new("import"), archive.as_os_str()])
+    })
+    .await?
+    .map_err(anyhow::Error::msg)
+}
+
+/// The test image archive the real node's build makes (`localhost/devcluster/testpod:1`, see
+/// `deploy/devcluster/node/testpod`): it prints its uid, whether it can write to `/` and to
+/// each `-write DIR`, with `-apiserver` the apiserver's /version as an in-cluster client, then
+/// `testpod ready`, and runs until SIGTERM.
+pub fn real_node_test_image(cluster: &Cluster) -> PathBuf {
+    cluster
+        .state_dir()
+        .unwrap_or_else(|| Path::new("/nonexistent"))
+        .join("bin")
+        .join("testpod.tar")
+}
+
+/// The real node's name.
+pub fn real_node_name() -> &'static str {
+    "real-node-0"
+}
+
+/// What puts a pod on the real node and nowhere else: the node selector for its label and the
+/// toleration of its taint (`operator-host.dev/real-node=true`, NoSchedule).
+pub fn real_node_placement() -> (
+    BTreeMap<String, String>,
+    Vec<k8s_openapi::api::core::v1::Toleration>,
+) {
+    let key = "operator-host.dev/real-node";
+    let selector = [(key.to_string(), "true".to_string())].into();
+    let toleration = k8s_openapi::api::core::v1::Toleration {
+        key: Some(key.to_string()),
+        operator: Some("Equal".to_string()),
+        value: Some("true".to_string()),
+        effect: Some("NoSchedule".to_string()),
+        ..Default::default()
+    };
+    (selector, vec![toleration])
+}
+
+/// Runs `deploy/devcluster/node.sh ARGS` for the cluster in `dir`; its output, or why it failed.
+fn run_node_script<S: AsRef<std::ffi::OsStr>>(dir: &Path, args: &[S]) -> Result<String, String> {
+    let script = repo_root().join("deploy/devcluster/node.sh");
+    let output = Command::new(&script)
+        .env("DEVCLUSTER_DIR", dir)
+        .args(args)
+        .output()
+        .map_err(|e| format!("running {}: {e}", script.display()))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if output.status.success() {
+        Ok(text)
+    } else {
+        Err(format!(
+            "{} failed ({}):\n{text}",
+            script.display(),
+            output.status
+        ))
+    }
+}
