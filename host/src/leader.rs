@@ -116,14 +116,19 @@ impl std::fmt::Debug for LeaderElection {
     }
 }
 
-/// The identity a host uses by default: the pod's name (or the hostname) and the process id,
-/// so two processes on one machine, or a restarted one, are different candidates.
+/// The identity a host uses by default: the pod's name (or the hostname), then the process id
+/// and its start time, so two processes on one machine, and a container restarted in the same
+/// pod (pid 1 again), are different candidates: a restarted host must not take over the Lease
+/// of its previous incarnation as if it were still the one holding it.
 pub fn default_identity() -> String {
     let base = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .or_else(|_| std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()))
         .unwrap_or_else(|_| "operator-host".into());
-    format!("{base}_{}", std::process::id())
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{base}_{}-{:x}", std::process::id(), started.as_micros())
 }
 
 /// Where a host is in the election.

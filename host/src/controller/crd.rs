@@ -143,6 +143,19 @@ pub fn installed_for(crd: &CustomResourceDefinition) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// Whether the CRD of `plugin`'s parent kind exists (whoever installed it): what a standby
+/// checks instead of installing it.
+pub async fn crd_exists(client: &Client, plugin: &Plugin) -> Result<bool, Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = desired_crd(plugin).metadata.name.unwrap_or_default();
+    let existing = crds.get_opt(&crd).await.map_err(|source| Error::Read {
+        plugin: plugin.decl.name.clone(),
+        crd,
+        source,
+    })?;
+    Ok(existing.is_some())
+}
+
 /// Creates the CRD of `plugin`, or updates it if the host installed it for the same plugin,
 /// and waits until it is Established; refuses any other CRD of that name (see the module
 /// documentation).

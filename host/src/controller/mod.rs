@@ -64,13 +64,6 @@ pub enum RunError {
          installs it (or this host, once it leads)"
     )]
     CrdAwaitsLeader { plugin: String, crd: String },
-    #[error("cannot read the CRD {crd} of plugin {plugin} while standing by: {source}")]
-    StandbyCrdRead {
-        plugin: String,
-        crd: String,
-        #[source]
-        source: kube::Error,
-    },
 }
 
 impl RunError {
@@ -79,10 +72,7 @@ impl RunError {
     fn is_about_content(&self) -> bool {
         match self {
             RunError::Crd(error) => error.is_about_content(),
-            RunError::Watch(_)
-            | RunError::Metrics(_)
-            | RunError::CrdAwaitsLeader { .. }
-            | RunError::StandbyCrdRead { .. } => false,
+            RunError::Watch(_) | RunError::Metrics(_) | RunError::CrdAwaitsLeader { .. } => false,
         }
     }
 }
@@ -595,24 +585,14 @@ impl Supervisor {
             self.crds_left_to_leader.remove(&plugin.path);
             return Ok(());
         }
-        let crd = plugin.decl.crd.metadata.name.clone().unwrap_or_default();
-        let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-            Api::all(self.client.clone());
-        match crds.get_opt(&crd).await {
-            Ok(Some(_)) => {
-                self.crds_left_to_leader.insert(plugin.path.clone());
-                Ok(())
-            }
-            Ok(None) => Err(RunError::CrdAwaitsLeader {
+        if !crd::crd_exists(&self.client, plugin).await? {
+            return Err(RunError::CrdAwaitsLeader {
                 plugin: plugin.decl.name.clone(),
-                crd,
-            }),
-            Err(source) => Err(RunError::StandbyCrdRead {
-                plugin: plugin.decl.name.clone(),
-                crd,
-                source,
-            }),
+                crd: plugin.decl.crd.metadata.name.clone().unwrap_or_default(),
+            });
         }
+        self.crds_left_to_leader.insert(plugin.path.clone());
+        Ok(())
     }
 
     /// On becoming the leader: installs the CRDs of the plugins it serves (a standby took
