@@ -20,10 +20,10 @@ use operator_host_tests::devcluster::{self, TestNamespace, unique_name, wait_for
 use operator_host_tests::host::{plugin_path, runtime};
 use operator_host_tests::manifests::{
     BUNDLED_PLUGINS, Overlay, base_dir, documents, flag, generated_rbac, generated_rbac_path,
-    host_args, host_container, http_get, kubectl_ok, one, overlay_dir, render,
+    host_args, host_container, kubectl_ok, one, overlay_dir, render,
 };
 use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
-use operator_host_tests::process_host::free_local_addr;
+use operator_host_tests::process_host::{free_local_addr, http_get};
 use operator_host_tests::service_account;
 use serde_json::{Value, json};
 

@@ -11,7 +11,7 @@ use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use operator_host::policy::Policy;
 use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
-use operator_host_tests::fault_proxy::{FaultProxy, Matcher};
+use operator_host_tests::fault_proxy::{FaultGuard, FaultProxy, Matcher};
 use operator_host_tests::host::{Host, plugin_path, runtime};
 use operator_host_tests::hostile::{attack_resource, release_attacks};
 use operator_host_tests::memcached::{create, memcached_resource, wait_for_reason};
@@ -39,6 +39,47 @@ async fn host_behind_proxy(ns: &TestNamespace, dir: &str, plugin: &str) -> (Faul
     )
     .await;
     (proxy, host)
+}
+
+/// Memcached "m" once the host made its Deployment, replaced by a new "m" while the host's
+/// parent watch is held: the host still believes in the first one.
+struct Replaced {
+    memcacheds: Api<DynamicObject>,
+    deployments: Api<Deployment>,
+    new: DynamicObject,
+    /// Releasing it lets the host see the replacement.
+    held: FaultGuard,
+}
+
+async fn replace_parent_unseen(
+    ns: &TestNamespace,
+    proxy: &FaultProxy,
+    delete: DeleteParams,
+) -> Replaced {
+    let memcacheds: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    let old = create(&memcacheds, &memcached_resource(), "m", json!({"size": 1})).await;
+    let deployments: Api<Deployment> = ns.api();
+    wait_for("the first parent's Deployment", TIMEOUT, || async {
+        Ok(deployments.get_opt("m").await?)
+    })
+    .await
+    .unwrap();
+    let held = proxy.hold_watch(Matcher::any().path_contains("/memcacheds"));
+    memcacheds.delete("m", &delete).await.unwrap();
+    wait_for("the first parent to be gone", TIMEOUT, || async {
+        Ok(memcacheds.get_opt("m").await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+    let new = create(&memcacheds, &memcached_resource(), "m", json!({"size": 0})).await;
+    assert_ne!(new.uid(), old.uid());
+    Replaced {
+        memcacheds,
+        deployments,
+        new,
+        held,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,28 +142,13 @@ async fn a_namesake_created_while_the_child_cache_lags_is_not_taken_over() {
 async fn a_stale_view_of_a_deleted_parent_writes_nothing_for_it_or_its_successor() {
     let ns = TestNamespace::new("stale-parent").await.unwrap();
     let (proxy, host) = host_behind_proxy(&ns, "plugins", "memcached").await;
-    let memcacheds: Api<DynamicObject> =
-        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
-    let old = create(&memcacheds, &memcached_resource(), "m", json!({"size": 1})).await;
-    let deployments: Api<Deployment> = ns.api();
-    wait_for("the first parent's Deployment", TIMEOUT, || async {
-        Ok(deployments.get_opt("m").await?)
-    })
-    .await
-    .unwrap();
-    // The host no longer sees its parents change: it still believes in the first "m".
-    let held = proxy.hold_watch(Matcher::any().path_contains("/memcacheds"));
-    memcacheds
-        .delete("m", &DeleteParams::foreground())
-        .await
-        .unwrap();
-    wait_for("the first parent to be gone", TIMEOUT, || async {
-        Ok(memcacheds.get_opt("m").await?.is_none().then_some(()))
-    })
-    .await
-    .unwrap();
-    let new = create(&memcacheds, &memcached_resource(), "m", json!({"size": 0})).await;
-    assert_ne!(new.uid(), old.uid());
+    let replaced = replace_parent_unseen(&ns, &proxy, DeleteParams::foreground()).await;
+    let (memcacheds, deployments, new, held) = (
+        replaced.memcacheds,
+        replaced.deployments,
+        replaced.new,
+        replaced.held,
+    );
     // The garbage collector's deletion of the first parent's children reaches the host (their
     // watch is not held) and makes it reconcile its stale "m": it finds the parent gone
     // before it creates anything.
@@ -175,27 +201,8 @@ async fn a_status_computed_for_a_deleted_parent_is_not_written_onto_its_successo
     // Every status write of "m" takes long enough for "m" to be replaced while it is on its way.
     let status_writes = Matcher::writes().path_contains("/memcacheds/m/status");
     let slow = proxy.delay(status_writes.clone(), Duration::from_secs(5));
-    let memcacheds: Api<DynamicObject> =
-        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
-    let old = create(&memcacheds, &memcached_resource(), "m", json!({"size": 1})).await;
-    let deployments: Api<Deployment> = ns.api();
-    wait_for("the first parent's Deployment", TIMEOUT, || async {
-        Ok(deployments.get_opt("m").await?)
-    })
-    .await
-    .unwrap();
-    let held = proxy.hold_watch(Matcher::any().path_contains("/memcacheds"));
-    memcacheds
-        .delete("m", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_for("the first parent to be gone", TIMEOUT, || async {
-        Ok(memcacheds.get_opt("m").await?.is_none().then_some(()))
-    })
-    .await
-    .unwrap();
-    let new = create(&memcacheds, &memcached_resource(), "m", json!({"size": 0})).await;
-    assert_ne!(new.uid(), old.uid());
+    let replaced = replace_parent_unseen(&ns, &proxy, DeleteParams::default()).await;
+    let (memcacheds, new, held) = (replaced.memcacheds, replaced.new, replaced.held);
     // The status computed for the first "m", and then the failure report of its refusal, reach
     // the API server after the second "m" exists; both test the first one's UID.
     for writes in 1..=2 {
