@@ -117,14 +117,18 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_runs_again() {
     election
         .converge(&election.plugin, &names, "before SIGSTOP")
         .await;
-    // Work in flight when the leader freezes: it resumes it with the clock past its fence.
-    election.resize(&names, 2).await;
+    // Frozen while idle: what it finds to do once it runs again (the watch events of the edits
+    // below, queued in its sockets) starts after its fence closed. (A write already handed to
+    // the HTTP stack when a process freezes can still reach the API server after it resumes:
+    // seen in a CI run with 20 reconciles in flight at the SIGSTOP. Fencing by time cannot
+    // take back a request it let through; see the README.)
     a.host.signal("STOP");
     let frozen = Instant::now();
     b.wait_role("ready: leader", LEASE + Duration::from_secs(5))
         .await;
     let more = election.create_many(20, 5, 1).await;
     election.resize(&names[..5], 3).await;
+    election.resize(&names[5..], 2).await;
     let all: Vec<String> = names.iter().chain(&more).cloned().collect();
     election
         .converge(&election.plugin, &all, "under the new leader")
