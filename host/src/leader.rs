@@ -312,16 +312,10 @@ pub async fn run(election: LeaderElection, leadership: Leadership, stop: impl Fu
         );
         // While leading, the fence closing is itself an event: say so when it happens, even if
         // the renewal is still hanging.
-        let fence_closes = async {
-            match leadership.writes_until() {
-                Some(until) => tokio::time::sleep_until(until.into()).await,
-                None => std::future::pending().await,
-            }
-        };
         let outcome = tokio::select! {
             () = &mut stop => break,
             outcome = attempt => outcome.unwrap_or_else(|_| Err(Error::Timeout { lease: config.lease(), after: config.renew_deadline })),
-            () = fence_closes => Err(Error::Timeout { lease: config.lease(), after: config.renew_deadline }),
+            () = fence_closed(&leadership) => Err(Error::Timeout { lease: config.lease(), after: config.renew_deadline }),
         };
         let was_leader = leadership.role() == Role::Leader;
         match outcome {
@@ -353,9 +347,16 @@ pub async fn run(election: LeaderElection, leadership: Leadership, stop: impl Fu
                 }
             }
         }
+        // A renewal that took most of the renew deadline leaves the fence to close before the
+        // next attempt: the host must then stand by at once, so that leading again is a gain
+        // (which reconciles every parent) and not a silent return after ignored events.
         tokio::select! {
             () = &mut stop => break,
             () = tokio::time::sleep(next_attempt(&config, observed.as_ref(), &leadership)) => {}
+            () = fence_closed(&leadership) => {
+                tracing::warn!(lease = %config.lease(), deadline = ?config.renew_deadline, "the renew deadline passed before the next renewal: stopped writing, standing by");
+                leadership.stand_by(None);
+            }
         }
     }
     if leadership.role() == Role::Leader {
@@ -366,6 +367,14 @@ pub async fn run(election: LeaderElection, leadership: Leadership, stop: impl Fu
                 tracing::warn!(lease = %config.lease(), %error, "could not release the lease; a standby takes over once it expires")
             }
         }
+    }
+}
+
+/// Resolves when the fence closes (never while the host does not lead).
+async fn fence_closed(leadership: &Leadership) {
+    match leadership.writes_until() {
+        Some(until) => tokio::time::sleep_until(until.into()).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -16,6 +16,24 @@ use operator_host_tests::oracle::Uids;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
 
+/// Waits until one of `candidates` says it leads.
+async fn one_leads(candidates: &[&Candidate], bound: Duration) {
+    let started = Instant::now();
+    loop {
+        for candidate in candidates {
+            if candidate.role().await.starts_with("ready: leader") {
+                return;
+            }
+        }
+        assert!(
+            started.elapsed() < bound,
+            "none of {:?} leads within {bound:?}",
+            candidates.iter().map(|c| &c.name).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Starts `a` (waits until it leads) and then `b` (until it stands by).
 async fn leader_and_standby(election: &Election, plugins: &Path) -> (Candidate, Candidate) {
     let mut a = election.candidate("host-a", plugins).await;
@@ -162,11 +180,12 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_runs_again() {
     election.ns.cleanup().await.unwrap();
 }
 
-// Known failure, open in issue 15 (1 of 2 local runs and a CI run on 2026-12-02): after the
-// last handover 2-4 of the 20 parents keep the status the new leader wrote right after its v2
-// apply ("waiting for the Deployment controller to observe its spec") and are never reconciled
-// again although their Deployments' status changes; the never-two-writers check itself held.
-// Run it with `cargo test -p operator-host-tests --test leader_election -- --ignored`.
+// Known failure, open in issue 15: run beside the other tests of this file (a CI run and 2 of 6
+// local runs on 2026-12-02), after the last handover 2-4 of the 20 parents keep the status the
+// v2 leader wrote right after its apply ("waiting for the Deployment controller to observe its
+// spec") and are not reconciled again although their Deployments' status changes. Alone it
+// passed 3 of 3 runs. The never-two-writers check itself held every time.
+// `cargo test -p operator-host-tests --test leader_election -- --ignored` runs it.
 #[ignore = "known failure: a parent's status can stay stale after a rolling handover (issue 15)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_update_to_a_new_plugin_version_never_has_two_writers() {
@@ -183,14 +202,15 @@ async fn a_rolling_update_to_a_new_plugin_version_never_has_two_writers() {
     // the second v2 pod.
     let mut c = election.candidate("host-c", v2.path()).await;
     c.wait_role("ready: standby", Duration::from_secs(30)).await;
+    // Whichever standby takes the Lease, v1 or v2, is a correct handover.
     a.host.signal("TERM");
     let _ = a.host.exited(Duration::from_secs(10)).await;
-    b.wait_role("ready: leader", Duration::from_secs(10)).await;
+    one_leads(&[&b, &c], Duration::from_secs(10)).await;
     let mut d = election.candidate("host-d", v2.path()).await;
     d.wait_role("ready: standby", Duration::from_secs(30)).await;
     b.host.signal("TERM");
     let _ = b.host.exited(Duration::from_secs(10)).await;
-    c.wait_role("ready: leader", Duration::from_secs(10)).await;
+    one_leads(&[&c, &d], Duration::from_secs(10)).await;
     election.converge(&plugin_v2, &names, "under v2").await;
     // Writers in turn: each one's writes all come before the next one's first.
     let writers = [&a, &b, &c, &d];
@@ -205,8 +225,9 @@ async fn a_rolling_update_to_a_new_plugin_version_never_has_two_writers() {
             (w.name.clone(), span)
         })
         .collect();
-    let active: Vec<&(String, Option<(Instant, Instant)>)> =
+    let mut active: Vec<&(String, Option<(Instant, Instant)>)> =
         spans.iter().filter(|(_, span)| span.is_some()).collect();
+    active.sort_by_key(|(_, span)| span.map(|(first, _)| first));
     for pair in active.windows(2) {
         let ((earlier, Some((_, last))), (later, Some((first, _)))) = (pair[0], pair[1]) else {
             unreachable!()
@@ -217,11 +238,7 @@ async fn a_rolling_update_to_a_new_plugin_version_never_has_two_writers() {
             last.duration_since(*first)
         );
     }
-    assert!(
-        d.write_times().is_empty(),
-        "the last standby wrote: {:?}",
-        d.write_times()
-    );
+
     c.host.kill().await;
     d.host.kill().await;
     election.ns.cleanup().await.unwrap();
