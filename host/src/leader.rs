@@ -276,14 +276,6 @@ pub fn fenced_client(config: kube::Config, leadership: &Leadership) -> Result<Cl
 #[error("not written: this host is not the leader (or its lease could not be renewed in time)")]
 pub struct NotLeader;
 
-/// Whether `error` is a write the fence refused.
-pub fn is_not_leader(error: &kube::Error) -> bool {
-    match error {
-        kube::Error::Service(source) => source.downcast_ref::<NotLeader>().is_some(),
-        _ => false,
-    }
-}
-
 /// What the candidate last saw of the Lease, and when (its own monotonic clock).
 #[derive(Debug)]
 struct Observed {

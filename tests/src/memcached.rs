@@ -102,3 +102,18 @@ pub async fn wait_for_reason(
     .await
     .unwrap()
 }
+
+/// Waits (at most `timeout`) until parent `name` is `Reconciled=True` for its first generation.
+pub async fn wait_for_first_reconcile(
+    api: &Api<DynamicObject>,
+    name: &str,
+    timeout: std::time::Duration,
+) -> Result<(), crate::devcluster::Error> {
+    crate::devcluster::wait_for("Reconciled=True", timeout, || async {
+        let cr = api.get(name).await?;
+        let reconciled = reconciled_condition(&cr)["status"] == "True"
+            && cr.data["status"]["observedGeneration"] == json!(1);
+        Ok(reconciled.then_some(()))
+    })
+    .await
+}

@@ -22,7 +22,7 @@ use operator_host_tests::manifests::{
     BUNDLED_PLUGINS, Overlay, base_dir, documents, flag, generated_rbac, generated_rbac_path,
     host_args, host_container, kubectl_ok, one, overlay_dir, render,
 };
-use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
+use operator_host_tests::memcached::{create, memcached_resource, wait_for_first_reconcile};
 use operator_host_tests::process_host::{free_local_addr, http_get};
 use operator_host_tests::service_account;
 use serde_json::{Value, json};
@@ -451,14 +451,9 @@ async fn the_host_runs_as_deployed_under_exactly_the_generated_roles() {
     let resource = memcached_resource();
     let memcacheds: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns.name(), &resource);
     create(&memcacheds, &resource, "cache", json!({"size": 2})).await;
-    wait_for("Reconciled=True", TIMEOUT, || async {
-        let cr = memcacheds.get("cache").await?;
-        let reconciled = reconciled_condition(&cr)["status"] == "True"
-            && cr.data["status"]["observedGeneration"] == json!(1);
-        Ok(reconciled.then_some(()))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}; log:\n{}", log()));
+    wait_for_first_reconcile(&memcacheds, "cache", TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e}; log:\n{}", log()));
     let deployment = ns.api::<Deployment>().get("cache").await.unwrap();
     assert_eq!(deployment.spec.unwrap().replicas, Some(2));
     ns.api::<Service>().get("cache").await.unwrap();

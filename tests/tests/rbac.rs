@@ -14,7 +14,7 @@ use operator_host::rbac;
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path, runtime};
 use operator_host_tests::memcached::{
-    create, memcached_resource, reconciled_condition, wait_for_reason,
+    create, memcached_resource, reconciled_condition, wait_for_first_reconcile, wait_for_reason,
 };
 use operator_host_tests::service_account;
 use serde_json::json;
@@ -94,14 +94,9 @@ async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
     let resource = memcached_resource();
     let memcacheds: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns.name(), &resource);
     create(&memcacheds, &resource, "cache", json!({"size": 2})).await;
-    wait_for("Reconciled=True", TIMEOUT, || async {
-        let cr = memcacheds.get("cache").await?;
-        let reconciled = reconciled_condition(&cr)["status"] == "True"
-            && cr.data["status"]["observedGeneration"] == json!(1);
-        Ok(reconciled.then_some(()))
-    })
-    .await
-    .unwrap();
+    wait_for_first_reconcile(&memcacheds, "cache", TIMEOUT)
+        .await
+        .unwrap();
     let admin_deployments: Api<Deployment> = ns.api();
     let deployment = admin_deployments.get("cache").await.unwrap();
     assert_eq!(deployment.spec.unwrap().replicas, Some(2));

@@ -41,6 +41,19 @@ async fn host_behind_proxy(ns: &TestNamespace, dir: &str, plugin: &str) -> (Faul
     (proxy, host)
 }
 
+/// Waits until Memcached `name` of `ns` is the plugin's fixed point.
+async fn memcached_converges(ns: &TestNamespace, name: &str) {
+    let plugin =
+        operator_host::plugin::Plugin::load(&runtime(), &plugin_path("plugins", "memcached"))
+            .unwrap();
+    let oracle = Oracle {
+        client: ns.client(),
+        plugin: &plugin,
+        namespace: ns.name(),
+    };
+    oracle.converges(name, TIMEOUT).await.unwrap();
+}
+
 /// Memcached "m" once the host made its Deployment, replaced by a new "m" while the host's
 /// parent watch is held: the host still believes in the first one.
 struct Replaced {
@@ -142,13 +155,12 @@ async fn a_namesake_created_while_the_child_cache_lags_is_not_taken_over() {
 async fn a_stale_view_of_a_deleted_parent_writes_nothing_for_it_or_its_successor() {
     let ns = TestNamespace::new("stale-parent").await.unwrap();
     let (proxy, host) = host_behind_proxy(&ns, "plugins", "memcached").await;
-    let replaced = replace_parent_unseen(&ns, &proxy, DeleteParams::foreground()).await;
-    let (memcacheds, deployments, new, held) = (
-        replaced.memcacheds,
-        replaced.deployments,
-        replaced.new,
-        replaced.held,
-    );
+    let Replaced {
+        memcacheds,
+        deployments,
+        new,
+        held,
+    } = replace_parent_unseen(&ns, &proxy, DeleteParams::foreground()).await;
     // The garbage collector's deletion of the first parent's children reaches the host (their
     // watch is not held) and makes it reconcile its stale "m": it finds the parent gone
     // before it creates anything.
@@ -181,15 +193,7 @@ async fn a_stale_view_of_a_deleted_parent_writes_nothing_for_it_or_its_successor
     );
     held.release();
     // Once the host sees the new parent, it converges on it.
-    let plugin =
-        operator_host::plugin::Plugin::load(&runtime(), &plugin_path("plugins", "memcached"))
-            .unwrap();
-    let oracle = Oracle {
-        client: ns.client(),
-        plugin: &plugin,
-        namespace: ns.name(),
-    };
-    oracle.converges("m", TIMEOUT).await.unwrap();
+    memcached_converges(&ns, "m").await;
     host.stop().await;
     ns.cleanup().await.unwrap();
 }
@@ -201,8 +205,12 @@ async fn a_status_computed_for_a_deleted_parent_is_not_written_onto_its_successo
     // Every status write of "m" takes long enough for "m" to be replaced while it is on its way.
     let status_writes = Matcher::writes().path_contains("/memcacheds/m/status");
     let slow = proxy.delay(status_writes.clone(), Duration::from_secs(5));
-    let replaced = replace_parent_unseen(&ns, &proxy, DeleteParams::default()).await;
-    let (memcacheds, new, held) = (replaced.memcacheds, replaced.new, replaced.held);
+    let Replaced {
+        memcacheds,
+        new,
+        held,
+        ..
+    } = replace_parent_unseen(&ns, &proxy, DeleteParams::default()).await;
     // The status computed for the first "m", and then the failure report of its refusal, reach
     // the API server after the second "m" exists; both test the first one's UID.
     for writes in 1..=2 {
@@ -224,15 +232,7 @@ async fn a_status_computed_for_a_deleted_parent_is_not_written_onto_its_successo
     assert!(host.reconciles("StatusWriteFailed") > 0);
     slow.release();
     held.release();
-    let plugin =
-        operator_host::plugin::Plugin::load(&runtime(), &plugin_path("plugins", "memcached"))
-            .unwrap();
-    let oracle = Oracle {
-        client: ns.client(),
-        plugin: &plugin,
-        namespace: ns.name(),
-    };
-    oracle.converges("m", TIMEOUT).await.unwrap();
+    memcached_converges(&ns, "m").await;
     host.stop().await;
     ns.cleanup().await.unwrap();
 }
