@@ -180,13 +180,6 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_it_runs_again() {
     election.ns.cleanup().await.unwrap();
 }
 
-// Known failure, open in issue 15: run beside the other tests of this file (a CI run and 2 of 6
-// local runs on 2026-12-02), after the last handover 2-4 of the 20 parents keep the status the
-// v2 leader wrote right after its apply ("waiting for the Deployment controller to observe its
-// spec") and are not reconciled again although their Deployments' status changes. Alone it
-// passed 3 of 3 runs. The never-two-writers check itself held every time.
-// `cargo test -p operator-host-tests --test leader_election -- --ignored` runs it.
-#[ignore = "known failure: a parent's status can stay stale after a rolling handover (issue 15)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_update_to_a_new_plugin_version_never_has_two_writers() {
     let election = Election::new(BINARY, "le-roll").await;

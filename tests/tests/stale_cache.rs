@@ -236,3 +236,48 @@ async fn a_status_computed_for_a_deleted_parent_is_not_written_onto_its_successo
     host.stop().await;
     ns.cleanup().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_the_parent_cache_has_not_seen_written_is_still_corrected() {
+    let ns = TestNamespace::new("stale-status-read").await.unwrap();
+    let (proxy, host) = host_behind_proxy(&ns, "plugins", "memcached").await;
+    let memcacheds: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    create(&memcacheds, &memcached_resource(), "m", json!({"size": 1})).await;
+    memcached_converges(&ns, "m").await;
+    let ready = memcacheds.get("m").await.unwrap().data["status"].clone();
+    // The host's parent cache stops seeing changes: it keeps the ready status while the host
+    // writes others. Deleting the Deployment takes the status through "no Deployment" and
+    // "not observed yet" back to the ready one, which the stale cache holds already.
+    let held = proxy.hold_watch(Matcher::any().path_contains("/memcacheds"));
+    let deployments: Api<Deployment> = ns.api();
+    let first = deployments.get("m").await.unwrap();
+    let status_writes = Matcher::writes().path_contains("/memcacheds/m/status");
+    let writes_before = proxy.forwarded(&status_writes);
+    deployments
+        .delete("m", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the Deployment to be made again", TIMEOUT, || async {
+        let again = deployments.get_opt("m").await?;
+        Ok(again.filter(|d| d.uid() != first.uid()))
+    })
+    .await
+    .unwrap();
+    wait_for(
+        "a status write for the missing Deployment",
+        TIMEOUT,
+        || async { Ok((proxy.forwarded(&status_writes) > writes_before).then_some(())) },
+    )
+    .await
+    .unwrap();
+    wait_for("the status to be the ready one again", TIMEOUT, || async {
+        let live = memcacheds.get("m").await?;
+        Ok((live.data["status"] == ready).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|error| panic!("{error}: the host took its stale cache for the stored status"));
+    held.release();
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}

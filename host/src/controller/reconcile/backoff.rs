@@ -24,6 +24,10 @@ pub struct ParentState {
     pub(super) inputs: u64,
     pub(super) last_status: Option<u64>,
     pub(super) status_changes: u32,
+    /// Hash of the status this host last wrote onto the parent. The parent cache may not
+    /// have seen that write yet (status changes do not reconcile, so nothing corrects a skip
+    /// later): a status equal to the cached one is skipped only if it is also this one.
+    pub(super) written_status: Option<u64>,
 }
 
 /// Per-parent state of a controller.

@@ -120,7 +120,8 @@ pub(crate) async fn patch_parent_status(
     .await
 }
 
-/// Writes `status` unless it equals the current one (no hot loop on our own writes).
+/// Writes `status` unless the parent has it already (no hot loop on our own writes): the
+/// cached parent holds it, and no later write of this host put another one there.
 pub(super) async fn write_status(
     parent: &DynamicObject,
     ctx: &PluginContext,
@@ -128,13 +129,22 @@ pub(super) async fn write_status(
     parent_json: &Value,
     status: Value,
 ) -> Result<(), Error> {
-    if parent_json.get("status") == Some(&status) {
+    let status_hash = value_hash(&status);
+    let written_other = lock(&ctx.parents)
+        .get(&state_key(parent))
+        .and_then(|state| state.written_status)
+        .is_some_and(|written| written != status_hash);
+    if parent_json.get("status") == Some(&status) && !written_other {
         return Ok(());
     }
     spend_write(ctx, &ctx.plugin.load().decl.name, "status").await;
     patch_parent_status(api, parent, status)
         .await
         .map_err(Error::WriteStatus)?;
+    lock(&ctx.parents)
+        .entry(state_key(parent))
+        .or_default()
+        .written_status = Some(status_hash);
     faults::crash_point(faults::Step::Status);
     Ok(())
 }
