@@ -146,6 +146,15 @@ enum Command {
         /// How often candidates try to take, and the leader to renew, the Lease, in seconds.
         #[arg(long, default_value_t = leader::DEFAULT_RETRY_PERIOD.as_secs())]
         leader_elect_retry_period: u64,
+        /// Also serve the plugins the cluster declares as OperatorPlugins
+        /// (operator-host.dev/v1alpha1), pulled from OCI registries; with --install-crds the
+        /// host installs that CRD too.
+        #[arg(long)]
+        plugins_from_cluster: bool,
+        /// Where pulled plugins are kept by digest, so a restart during a registry outage
+        /// serves them (default: <cache dir>/pulled).
+        #[arg(long, value_name = "DIR")]
+        plugin_store: Option<PathBuf>,
     },
     /// Print the ClusterRole the host needs to run these plugins (under a policy).
     Rbac {
@@ -189,6 +198,27 @@ enum Command {
         /// The plugin component (.wasm).
         plugin: PathBuf,
     },
+    /// Push a plugin to an OCI registry as a Wasm artifact (CNCF layout: config
+    /// application/vnd.wasm.config.v0+json, one application/wasm layer); prints
+    /// REFERENCE@DIGEST.
+    Push {
+        /// The plugin component (.wasm); it must load as a plugin of this host's contract.
+        plugin: PathBuf,
+        /// Where to push it: registry/repository:tag.
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Pull a plugin from an OCI registry into a file; prints REFERENCE@DIGEST.
+    Pull {
+        /// registry/repository:tag or registry/repository@sha256:<digest>.
+        reference: String,
+        /// The file to write (replaced whole, never half-written).
+        #[arg(long, short)]
+        output: PathBuf,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
     /// Print what a plugin declares.
     Inspect {
         /// The plugin component (.wasm).
@@ -197,6 +227,53 @@ enum Command {
         #[arg(long, short, value_enum, default_value_t = Format::Yaml)]
         output: Format,
     },
+}
+
+/// How to reach an OCI registry (push, pull).
+#[derive(Debug, clap::Args)]
+struct RegistryArgs {
+    /// Speak plain HTTP to the registry (one on loopback), as oras's --plain-http.
+    #[arg(long)]
+    plain_http: bool,
+    /// Registry user; its password comes from --password-stdin or
+    /// $OPERATOR_HOST_REGISTRY_PASSWORD. Without it: the docker config's credentials
+    /// ($DOCKER_CONFIG/config.json or ~/.docker/config.json), else anonymous.
+    #[arg(long, short)]
+    username: Option<String>,
+    /// Read the registry password from standard input.
+    #[arg(long, requires = "username")]
+    password_stdin: bool,
+}
+
+impl RegistryArgs {
+    fn access(&self) -> anyhow::Result<crate::oci::Access> {
+        use crate::oci::Credentials;
+        let auth = match &self.username {
+            None => Credentials::DockerConfig,
+            Some(username) => {
+                let password = if self.password_stdin {
+                    let mut password = String::new();
+                    std::io::stdin()
+                        .read_line(&mut password)
+                        .context("reading the registry password from standard input")?;
+                    password.trim_end_matches(['\r', '\n']).to_string()
+                } else {
+                    std::env::var("OPERATOR_HOST_REGISTRY_PASSWORD").context(
+                        "--username needs --password-stdin or $OPERATOR_HOST_REGISTRY_PASSWORD",
+                    )?
+                };
+                Credentials::Basic {
+                    username: username.clone(),
+                    password,
+                }
+            }
+        };
+        Ok(crate::oci::Access {
+            auth,
+            plain_http: self.plain_http,
+            ..crate::oci::Access::default()
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -285,7 +362,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             leader_elect_lease_duration,
             leader_elect_renew_deadline,
             leader_elect_retry_period,
+            plugins_from_cluster,
+            plugin_store,
         } => {
+            let cluster_plugins = plugins_from_cluster.then(|| controller::ClusterPluginsConfig {
+                store_dir: plugin_store
+                    .or_else(|| cli.runtime.cache_dir.clone().map(|d| d.join("pulled")))
+                    .or_else(|| CompileCache::default_dir().map(|d| d.join("pulled")))
+                    .unwrap_or_else(|| PathBuf::from("pulled-plugins")),
+                namespace: leader_election.namespace(),
+            });
             let election = leader_election
                 .leader_elect
                 .then(|| leader::ElectionConfig {
@@ -342,6 +428,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         },
                         policy,
                         leader_election,
+                        cluster_plugins,
                     };
                     controller::run(client, runtime, config).await?;
                     anyhow::Ok(())
@@ -406,6 +493,37 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let plugin = load(&runtime, &plugin)?;
             print!("{}", serde_yaml::to_string(&plugin.decl.crd)?);
         }
+        Command::Push {
+            plugin: path,
+            reference,
+            registry,
+        } => {
+            let access = registry.access()?;
+            let plugin = load(&runtime, &path)?;
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            let (imports, exports) = plugin.compiled.world();
+            let artifact = crate::oci::Artifact {
+                bytes: &bytes,
+                name: &plugin.decl.name,
+                version: &plugin.decl.version,
+                imports,
+                exports,
+                created: crate::oci::created_now(),
+            };
+            let digest = block_on(crate::oci::push(&reference, &artifact, &access))??;
+            println!("{}@{digest}", repository_of(&reference));
+        }
+        Command::Pull {
+            reference,
+            output,
+            registry,
+        } => {
+            let access = registry.access()?;
+            let pulled = block_on(crate::oci::pull(&reference, &access))??;
+            write_whole(&output, &pulled.bytes)?;
+            println!("{}@{}", repository_of(&reference), pulled.digest);
+        }
         Command::Inspect {
             plugin: path,
             output,
@@ -449,6 +567,41 @@ async fn kube_config(kubeconfig: Option<&Path>) -> anyhow::Result<kube::Config> 
             .context("finding a kubeconfig or in-cluster config")?,
     };
     Ok(config)
+}
+
+/// Runs one future on a runtime of its own (the commands that are not `run`).
+fn block_on<F: std::future::Future>(future: F) -> anyhow::Result<F::Output> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(future))
+}
+
+/// `registry/repository` of a reference given as `registry/repository[:tag][@digest]`.
+fn repository_of(reference: &str) -> &str {
+    let without_digest = reference.split('@').next().unwrap_or(reference);
+    match without_digest.rsplit_once(':') {
+        // A colon after the last slash is a tag's; before it, a port's.
+        Some((repository, tag)) if !tag.contains('/') => repository,
+        _ => without_digest,
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file beside it and a rename: a reader (a
+/// host watching the directory) never sees half a plugin.
+fn write_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut file = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+    std::io::Write::write_all(&mut file, bytes)
+        .with_context(|| format!("writing {}", path.display()))?;
+    file.persist(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
 }
 
 fn load(runtime: &Arc<Runtime>, path: &Path) -> Result<Plugin, crate::plugin::Error> {

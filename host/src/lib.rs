@@ -19,6 +19,8 @@ pub mod controller;
 pub mod faults;
 pub mod leader;
 pub mod metrics;
+pub mod oci;
+pub mod operator_plugin;
 pub mod plan;
 pub mod plugin;
 pub mod policy;

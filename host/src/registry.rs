@@ -78,6 +78,124 @@ struct Entry {
     served: Option<Arc<Plugin>>,
     /// Content that failed to load, so an unchanged broken file is not reloaded in a loop.
     rejected_hash: Option<String>,
+    /// The last content refused (its hash, and why), also for a reason that is retried (a
+    /// kind another plugin serves): what the cluster's status says.
+    refusal: Option<(String, String)>,
+}
+
+/// What became of the content offered under an identity, as the last scan left it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Not loaded yet (or nothing was offered).
+    Pending,
+    /// This content (hex SHA-256) serves.
+    Serving { content_hash: String },
+    /// This content was refused, and why; what served before (if anything) still serves.
+    Rejected {
+        content_hash: String,
+        error: String,
+        serving: Option<String>,
+    },
+}
+
+/// Plugins the cluster declares (`OperatorPlugin`s), by name, once their content was pulled:
+/// the registry's second source besides the plugin directory. Each is known as
+/// `OperatorPlugin/<name>`, the way a file is known by its path. After each sync the
+/// registry reports here what became of each, for the resources' status.
+#[derive(Debug, Clone)]
+pub struct ClusterPlugins {
+    state: Arc<std::sync::Mutex<ClusterState>>,
+    changed: Arc<tokio::sync::Notify>,
+    synced: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+#[derive(Debug, Default)]
+struct ClusterState {
+    /// By name: the manifest digest and the component's bytes.
+    offered: BTreeMap<String, (String, Arc<[u8]>)>,
+    /// By name: what the last sync made of it, and the name and version that serve.
+    outcomes: BTreeMap<String, (Outcome, Option<(String, String)>)>,
+}
+
+impl Default for ClusterPlugins {
+    fn default() -> Self {
+        ClusterPlugins {
+            state: Arc::default(),
+            changed: Arc::default(),
+            synced: Arc::new(tokio::sync::watch::channel(0).0),
+        }
+    }
+}
+
+impl ClusterPlugins {
+    /// The identity the registry knows plugin `name` of the cluster by.
+    pub fn id(name: &str) -> PathBuf {
+        PathBuf::from(format!("OperatorPlugin/{name}"))
+    }
+
+    /// Offers the artifact `digest` (its component `bytes`) as plugin `name`; the registry
+    /// rescans if that changed anything.
+    pub fn offer(&self, name: &str, digest: &str, bytes: Arc<[u8]>) {
+        let previous = self
+            .lock()
+            .offered
+            .insert(name.to_string(), (digest.to_string(), bytes));
+        if previous.is_none_or(|(previous, _)| previous != digest) {
+            self.changed.notify_one();
+        }
+    }
+
+    /// The digest offered as plugin `name`, if any.
+    pub fn offered_digest(&self, name: &str) -> Option<String> {
+        self.lock()
+            .offered
+            .get(name)
+            .map(|(digest, _)| digest.clone())
+    }
+
+    /// Withdraws every plugin whose name `keep` refuses (their resources are gone); the
+    /// registry rescans if that changed anything.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        let mut state = self.lock();
+        let before = state.offered.len();
+        state.offered.retain(|name, _| keep(name));
+        state.outcomes.retain(|name, _| keep(name));
+        if state.offered.len() != before {
+            self.changed.notify_one();
+        }
+    }
+
+    /// Resolves after an offer or a withdrawal that changed something.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
+    /// What the last sync made of plugin `name`, and the name and version serving it.
+    pub fn outcome(&self, name: &str) -> Option<(Outcome, Option<(String, String)>)> {
+        self.lock().outcomes.get(name).cloned()
+    }
+
+    /// A stream that yields after each sync that reported outcomes.
+    pub fn synced(&self) -> futures::stream::BoxStream<'static, ()> {
+        use futures::StreamExt;
+        futures::stream::unfold(self.synced.subscribe(), |mut synced| async move {
+            synced.changed().await.ok()?;
+            Some(((), synced))
+        })
+        .boxed()
+    }
+
+    fn snapshot(&self) -> BTreeMap<PathBuf, Arc<[u8]>> {
+        self.lock()
+            .offered
+            .iter()
+            .map(|(name, (_, bytes))| (Self::id(name), bytes.clone()))
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ClusterState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// What each plugin file serves.
@@ -89,6 +207,8 @@ pub struct Registry {
     tier_ups: UnboundedSender<TierUp>,
     /// Admits each plugin and sets its limits; `None` keeps the runtime's limits.
     policy: Option<Arc<Policy>>,
+    /// The cluster's plugins, if the host serves them.
+    cluster: Option<ClusterPlugins>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -115,6 +235,50 @@ impl Registry {
             entries: BTreeMap::new(),
             tier_ups,
             policy: None,
+            cluster: None,
+        }
+    }
+
+    /// Serves the cluster's plugins as well as the directory's.
+    pub fn with_cluster_plugins(mut self, cluster: ClusterPlugins) -> Self {
+        self.cluster = Some(cluster);
+        self
+    }
+
+    /// Tells the cluster's plugins what became of each of them (after a sync).
+    pub fn report_cluster_outcomes(&self) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let names: Vec<String> = cluster.lock().offered.keys().cloned().collect();
+        let outcomes = names
+            .into_iter()
+            .map(|name| {
+                let id = ClusterPlugins::id(&name);
+                let served = self
+                    .served(&id)
+                    .map(|p| (p.decl.name.clone(), p.decl.version.clone()));
+                (name, (self.outcome(&id), served))
+            })
+            .collect();
+        cluster.lock().outcomes = outcomes;
+        cluster.synced.send_modify(|count| *count += 1);
+    }
+
+    /// What became of the content last offered as `id`.
+    pub fn outcome(&self, id: &Path) -> Outcome {
+        let Some(entry) = self.entries.get(id) else {
+            return Outcome::Pending;
+        };
+        let serving = entry.served.as_ref().map(|p| p.decl.content_hash.clone());
+        match (&entry.refusal, serving) {
+            (Some((content_hash, error)), serving) => Outcome::Rejected {
+                content_hash: content_hash.clone(),
+                error: error.clone(),
+                serving,
+            },
+            (None, Some(content_hash)) => Outcome::Serving { content_hash },
+            (None, None) => Outcome::Pending,
         }
     }
 
@@ -136,7 +300,14 @@ impl Registry {
 
     /// Compares the directory with what is served; loads new content off to the side.
     pub fn scan(&mut self) -> Result<Vec<Proposal>, Error> {
-        let files = plugin_files(&self.dir)?;
+        // Identities offered now: the directory's files, then the cluster's plugins.
+        let mut files = plugin_files(&self.dir)?;
+        let cluster = self
+            .cluster
+            .as_ref()
+            .map(ClusterPlugins::snapshot)
+            .unwrap_or_default();
+        files.extend(cluster.keys().cloned());
         // Removals first, so a plugin moved to another file name is not refused as a
         // duplicate of its own old file.
         let mut proposals: Vec<Proposal> = self
@@ -149,18 +320,22 @@ impl Registry {
         for path in &files {
             // A file can vanish or be half-replaced between listing and reading; the
             // watcher reports the next change, so skipping it here loses nothing.
-            let bytes = match std::fs::read(path) {
-                Ok(bytes) => bytes,
-                Err(error) => {
-                    tracing::debug!(path = %path.display(), %error, "plugin file not readable now");
-                    continue;
-                }
+            let bytes: Arc<[u8]> = match cluster.get(path) {
+                Some(bytes) => bytes.clone(),
+                None => match std::fs::read(path) {
+                    Ok(bytes) => bytes.into(),
+                    Err(error) => {
+                        tracing::debug!(path = %path.display(), %error, "plugin file not readable now");
+                        continue;
+                    }
+                },
             };
             let hash = hex::encode(Sha256::digest(&bytes));
             let entry = self.entries.entry(path.clone()).or_default();
             let served = entry.served.clone();
             if served.as_ref().is_some_and(|p| p.decl.content_hash == hash) {
                 entry.rejected_hash = None;
+                entry.refusal = None;
                 continue;
             }
             if entry.rejected_hash.as_deref() == Some(hash.as_str()) {
@@ -177,6 +352,9 @@ impl Registry {
                 // Not remembered by hash: once the other file goes, this one is served.
                 self.count_reload(&new.decl.name, "rejected");
                 tracing::error!(path = %path.display(), sha256 = %hash, error = %conflict, "plugin not loaded");
+                if let Some(entry) = self.entries.get_mut(path) {
+                    entry.refusal = Some((hash, conflict));
+                }
                 continue;
             }
             proposals.push(match served {
@@ -196,16 +374,20 @@ impl Registry {
             .load_quick(path, bytes)
             .map_err(|e| e.to_string())?;
         let mut plugin = Plugin::from_compiled(path, compiled).map_err(|e| e.to_string())?;
-        // A plugin is known by its file name, which the administrator chose: a name it gives
+        // A plugin is known by its file name or resource name, which the administrator chose: a name it gives
         // itself must not reach another plugin's policy entry.
         let file_name = file_stem(path);
         if plugin.decl.name != file_name {
+            let fix = if path.starts_with("OperatorPlugin") {
+                format!("name the OperatorPlugin {:?}", plugin.decl.name)
+            } else {
+                format!("rename the file to {}.wasm", plugin.decl.name)
+            };
             return Err(format!(
-                "{} declares the name {:?}, but a plugin is known by its file name ({file_name:?}): \
-                 rename the file to {}.wasm or build the plugin with the name {file_name:?}",
+                "{} declares the name {:?}, but a plugin is known by the name it is given \
+                 ({file_name:?}): {fix} or build the plugin with the name {file_name:?}",
                 path.display(),
                 plugin.decl.name,
-                plugin.decl.name
             ));
         }
         if let Some(policy) = &self.policy {
@@ -244,11 +426,23 @@ impl Registry {
             Proposal::Add { plugin } | Proposal::Replace { new: plugin, .. } => Some(plugin),
             Proposal::Remove { .. } => None,
         });
-        let other = served
+        let others: Vec<&Arc<Plugin>> = served
             .chain(proposed)
             .filter(|other| other.path != path)
+            .collect();
+        // Names are unique in the directory, and among the cluster's plugins, but a file and
+        // an OperatorPlugin may share one: a name has one plugin (its policy entry, budget).
+        if let Some(other) = others.iter().find(|o| o.decl.name == plugin.decl.name) {
+            return Some(format!(
+                "{} is named {:?}, which {} already serves: one name has one plugin",
+                path.display(),
+                plugin.decl.name,
+                other.path.display()
+            ));
+        }
+        let other = others
+            .into_iter()
             .find(|other| other.decl.parent.same_kind(&plugin.decl.parent))?;
-        // No name check is needed: names are file names, unique in the directory.
         Some(format!(
             "{} reconciles {}, which {} already reconciles (as {}): one kind has one plugin, \
              whatever the API version",
@@ -268,6 +462,7 @@ impl Registry {
     ) {
         if let Some(entry) = self.entries.get_mut(path) {
             entry.rejected_hash = Some(hash.to_string());
+            entry.refusal = Some((hash.to_string(), error.to_string()));
         }
         let plugin = serving.map_or_else(|| file_stem(path), |p| p.decl.name.clone());
         self.count_reload(&plugin, "rejected");
@@ -337,6 +532,8 @@ impl Registry {
     pub fn defer(&mut self, proposal: &Proposal, error: &dyn std::fmt::Display) {
         if let Proposal::Add { plugin } | Proposal::Replace { new: plugin, .. } = proposal {
             self.count_reload(&plugin.decl.name, "rejected");
+            self.entries.entry(plugin.path.clone()).or_default().refusal =
+                Some((plugin.decl.content_hash.clone(), error.to_string()));
             tracing::warn!(
                 path = %plugin.path.display(),
                 sha256 = %plugin.decl.content_hash,
@@ -401,6 +598,7 @@ impl Registry {
             }
         }
         entry.rejected_hash = None;
+        entry.refusal = None;
         entry.served = plugin;
         if entry.served.is_none() {
             self.entries.remove(&path);

@@ -48,6 +48,7 @@ async fn stop_against_a_hung_api_server(install_crds: bool) -> Duration {
         },
         policy: Arc::new(Policy::default()),
         leader_election: None,
+        cluster_plugins: None,
     };
     let metrics = Arc::new(Metrics::new());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

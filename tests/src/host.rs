@@ -154,6 +154,7 @@ impl Host {
             },
             policy: Arc::new(policy),
             leader_election: None,
+            cluster_plugins: None,
         };
         let metrics = Arc::new(Metrics::new());
         let (stop, stopped) = oneshot::channel::<()>();

@@ -8,6 +8,7 @@ pub mod hostile;
 pub mod manifests;
 pub mod memcached;
 pub mod mysql;
+pub mod oci_registry;
 pub mod oracle;
 pub mod process_host;
 pub mod service_account;

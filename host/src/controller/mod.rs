@@ -36,6 +36,7 @@ use tokio::sync::Semaphore;
 
 use crate::leader::{self, Leadership};
 use crate::metrics::Metrics;
+use crate::operator_plugin;
 use crate::plan::{MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL};
 use crate::plugin::{KindRef, Plugin};
 use crate::policy::{Effective, Policy};
@@ -64,6 +65,8 @@ pub enum RunError {
          installs it (or this host, once it leads)"
     )]
     CrdAwaitsLeader { plugin: String, crd: String },
+    #[error(transparent)]
+    OperatorPlugin(#[from] operator_plugin::Error),
 }
 
 impl RunError {
@@ -72,7 +75,10 @@ impl RunError {
     fn is_about_content(&self) -> bool {
         match self {
             RunError::Crd(error) => error.is_about_content(),
-            RunError::Watch(_) | RunError::Metrics(_) | RunError::CrdAwaitsLeader { .. } => false,
+            RunError::Watch(_)
+            | RunError::Metrics(_)
+            | RunError::CrdAwaitsLeader { .. }
+            | RunError::OperatorPlugin(_) => false,
         }
     }
 }
@@ -130,6 +136,18 @@ pub struct RunConfig {
     pub policy: Arc<Policy>,
     /// Leader election; `controllers.leadership` must be the one it drives.
     pub leader_election: Option<leader::LeaderElection>,
+    /// Also serve the plugins the cluster declares as `OperatorPlugin`s.
+    pub cluster_plugins: Option<ClusterPluginsConfig>,
+}
+
+/// Where the plugins of `OperatorPlugin`s are kept, and where their pull Secrets are read.
+#[derive(Debug, Clone)]
+pub struct ClusterPluginsConfig {
+    /// Pulled artifacts by digest (a volume that outlives the container, to serve through a
+    /// registry outage after a restart).
+    pub store_dir: PathBuf,
+    /// The host's namespace.
+    pub namespace: String,
 }
 
 /// How each plugin's controllers run.
@@ -598,6 +616,12 @@ impl Supervisor {
     /// On becoming the leader: installs the CRDs of the plugins it serves (a standby took
     /// the leader's as they were).
     async fn take_over(&mut self) {
+        if self.config.install_crds
+            && self.config.cluster_plugins.is_some()
+            && let Err(error) = operator_plugin::install_crd(&self.client).await
+        {
+            tracing::warn!(%error, "cannot install the OperatorPlugin CRD after taking over");
+        }
         let left: Vec<PathBuf> = self.crds_left_to_leader.drain().collect();
         for path in left {
             let Some(plugin) = self.controllers.get(&path).map(PluginController::current) else {
@@ -655,9 +679,16 @@ pub async fn run_with_metrics(
     // Watch before the first scan, so a change made during it is not missed.
     let (_watcher, mut dir_changed) = watch::watch_dir(&dir, watch::DEFAULT_DEBOUNCE)?;
     let (tier_ups, mut tiered_up) = tokio::sync::mpsc::unbounded_channel();
-    let registry = Arc::new(Mutex::new(
-        Registry::new(runtime, &dir, metrics.clone(), tier_ups).with_policy(config.policy.clone()),
-    ));
+    let mut registry =
+        Registry::new(runtime, &dir, metrics.clone(), tier_ups).with_policy(config.policy.clone());
+    let cluster = config
+        .cluster_plugins
+        .as_ref()
+        .map(|_| crate::registry::ClusterPlugins::default());
+    if let Some(cluster) = &cluster {
+        registry = registry.with_cluster_plugins(cluster.clone());
+    }
+    let registry = Arc::new(Mutex::new(registry));
     let leadership = config.controllers.leadership.clone();
     let election = config.leader_election.clone().map(|election| {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -678,6 +709,29 @@ pub async fn run_with_metrics(
             }
         }
     });
+    let (stop_cluster_plugins, cluster_plugins_stopped) = tokio::sync::watch::channel(false);
+    let cluster_task = match (&config.cluster_plugins, &cluster) {
+        (Some(cluster_config), Some(cluster)) => {
+            if config.install_crds && leadership.may_write() {
+                operator_plugin::install_crd(&client).await?;
+            }
+            let mut stopped = cluster_plugins_stopped.clone();
+            Some(tokio::spawn(operator_plugin::run(
+                operator_plugin::Config {
+                    client: client.clone(),
+                    cluster: cluster.clone(),
+                    store: operator_plugin::DigestStore::new(&cluster_config.store_dir),
+                    namespace: cluster_config.namespace.clone(),
+                    leadership: leadership.clone(),
+                },
+                cluster.synced(),
+                async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                },
+            )))
+        }
+        _ => None,
+    };
     let mut gained = leadership.gained();
     let mut supervisor = Supervisor {
         client,
@@ -698,6 +752,7 @@ pub async fn run_with_metrics(
                 deferred = supervisor.sync(&registry) => retry.after_sync(deferred),
                 () = &mut shutdown => break,
             }
+            lock(&registry).report_cluster_outcomes();
             if !metrics.is_ready() {
                 if supervisor.controllers.is_empty() {
                     tracing::warn!(dir = %dir.display(), "no plugin is being served yet; watching the directory for plugins");
@@ -708,6 +763,8 @@ pub async fn run_with_metrics(
         rescan = tokio::select! {
             () = &mut shutdown => break,
             Some(()) = dir_changed.recv() => true,
+            // A change offered meanwhile is kept by the notifier until this waits again.
+            () = cluster_changed(cluster.as_ref()) => true,
             () = retry.due() => true,
             Some(()) = gained.next() => {
                 supervisor.take_over().await;
@@ -732,6 +789,10 @@ pub async fn run_with_metrics(
             "reconciles still in flight after the shutdown grace period are abandoned"
         );
     }
+    let _ = stop_cluster_plugins.send(true);
+    if let Some(task) = cluster_task {
+        let _ = task.await;
+    }
     // Only now that nothing reconciles any more is the Lease given up.
     if let Some((stop, task)) = election {
         let _ = stop.send(());
@@ -739,6 +800,13 @@ pub async fn run_with_metrics(
     }
     role_metrics.abort();
     Ok(())
+}
+
+async fn cluster_changed(cluster: Option<&crate::registry::ClusterPlugins>) {
+    match cluster {
+        Some(cluster) => cluster.changed().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn lock(registry: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {

@@ -636,6 +636,21 @@ impl std::fmt::Debug for CompiledPlugin {
 }
 
 impl CompiledPlugin {
+    /// The names of the component's imports and exports (`wasi:io/poll@0.2.6`, ...), for
+    /// the config of its OCI artifact.
+    pub fn world(&self) -> (Vec<String>, Vec<String>) {
+        let engine = match self.tier {
+            Tier::Baseline => &self.runtime.baseline.engine,
+            Tier::Optimized => &self.runtime.optimized.engine,
+        };
+        let component = self.pre.instance_pre().component().component_type();
+        let names = |items: &mut dyn Iterator<Item = &str>| items.map(String::from).collect();
+        (
+            names(&mut component.imports(engine).map(|(name, _)| name)),
+            names(&mut component.exports(engine).map(|(name, _)| name)),
+        )
+    }
+
     /// Hex SHA-256 of the component's bytes.
     pub fn content_hash(&self) -> &str {
         &self.content_hash

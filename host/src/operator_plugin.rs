@@ -1,0 +1,521 @@
+//! `OperatorPlugin` (operator-host.dev/v1alpha1, cluster-scoped): a plugin the cluster
+//! declares by OCI reference. The host resolves the reference (and polls a tag), pulls the
+//! artifact, keeps it on disk by digest, offers it to the registry as the plugin of the
+//! resource's name, and says on the resource what serves: conditions `Pulled` and `Serving`.
+//!
+//! Every replica pulls and loads (a standby is warm); only the leader writes the status.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Client, CustomResource, CustomResourceExt, ResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::controller::FIELD_MANAGER;
+use crate::leader::Leadership;
+use crate::oci::{self, Access, Credentials};
+use crate::registry::{ClusterPlugins, Outcome};
+
+/// How often a tag is resolved again unless the resource says otherwise.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
+/// How soon a failed resolve or pull is tried again (at most the poll interval).
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(10);
+
+/// A plugin served from an OCI registry.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
+#[kube(
+    group = "operator-host.dev",
+    version = "v1alpha1",
+    kind = "OperatorPlugin",
+    status = "OperatorPluginStatus",
+    shortname = "oplugin",
+    printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.shortDigest"}"#,
+    printcolumn = r#"{"name":"Serving","type":"string","jsonPath":".status.conditions[?(@.type==\"Serving\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorPluginSpec {
+    /// The artifact: registry/repository:tag (resolved again every pollInterval) or
+    /// registry/repository@sha256:<digest>. The plugin it holds must be named as this
+    /// resource is.
+    pub source: String,
+    /// How often a tag is resolved again: a Go duration such as 30s, 5m or 1h (default 5m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_interval: Option<String>,
+    /// Speak plain HTTP to the registry (a registry on loopback or without TLS).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(rename = "plainHTTP")]
+    pub plain_http: bool,
+    /// A Secret of type kubernetes.io/dockerconfigjson, in the host's namespace, holding the
+    /// registry's credentials (default: anonymous).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_secret: Option<String>,
+}
+
+/// What the host found and serves.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorPluginStatus {
+    /// The manifest digest the source resolved to last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Its first 12 hex digits, for `kubectl get`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_digest: Option<String>,
+    /// The plugin name and version the served artifact declares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Why an OperatorPlugin could not be served (said on the resource, and logged).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("spec.pollInterval {value:?} is not a duration such as 30s, 5m or 1h: {problem}")]
+    PollInterval { value: String, problem: String },
+    #[error("cannot read the pull Secret {namespace}/{name}: {source}")]
+    PullSecret {
+        namespace: String,
+        name: String,
+        source: kube::Error,
+    },
+    #[error("the pull Secret {namespace}/{name} has no .dockerconfigjson key")]
+    PullSecretKey { namespace: String, name: String },
+    #[error(transparent)]
+    Oci(#[from] oci::Error),
+    #[error("{reference} resolved to {resolved}, but the registry served the manifest {served}")]
+    DigestMismatch {
+        reference: String,
+        resolved: String,
+        served: String,
+    },
+    #[error("cannot keep the pulled plugin in {}: {source}", dir.display())]
+    Store {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot install the OperatorPlugin CRD: {0}")]
+    InstallCrd(#[source] kube::Error),
+    #[error("cannot write the status of OperatorPlugin {name}: {source}")]
+    WriteStatus { name: String, source: kube::Error },
+}
+
+/// Pulled artifacts on disk, by manifest digest: a host that restarts while the registry is
+/// down serves what it pulled before.
+#[derive(Debug, Clone)]
+pub struct DigestStore {
+    dir: PathBuf,
+}
+
+impl DigestStore {
+    pub fn new(dir: &Path) -> Self {
+        DigestStore {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    fn path(&self, digest: &str) -> PathBuf {
+        self.dir.join(format!("{}.wasm", digest.replace(':', "-")))
+    }
+
+    fn get(&self, digest: &str) -> Option<Arc<[u8]>> {
+        std::fs::read(self.path(digest)).ok().map(Arc::from)
+    }
+
+    fn put(&self, digest: &str, bytes: &[u8]) -> Result<(), Error> {
+        let failed = |source| Error::Store {
+            dir: self.dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&self.dir).map_err(failed)?;
+        let mut file = tempfile::NamedTempFile::new_in(&self.dir).map_err(failed)?;
+        std::io::Write::write_all(&mut file, bytes).map_err(failed)?;
+        file.persist(self.path(digest))
+            .map_err(|e| failed(e.error))?;
+        Ok(())
+    }
+}
+
+/// What the OperatorPlugin controller needs.
+#[derive(Clone)]
+pub struct Config {
+    pub client: Client,
+    pub cluster: ClusterPlugins,
+    pub store: DigestStore,
+    /// Where pull Secrets are read: the host's namespace.
+    pub namespace: String,
+    pub leadership: Leadership,
+}
+
+/// Installs (server-side applies) the OperatorPlugin CRD and waits until it is served.
+pub async fn install_crd(client: &Client) -> Result<(), Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = OperatorPlugin::crd();
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    crds.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .map_err(Error::InstallCrd)?;
+    let established = kube::runtime::wait::await_condition(
+        crds,
+        &name,
+        kube::runtime::wait::conditions::is_crd_established(),
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(30), established).await;
+    Ok(())
+}
+
+/// Watches OperatorPlugins until `stop` resolves: each is pulled and offered to the
+/// registry, and withdrawn once deleted; `synced` fires after each registry sync, so that
+/// `Serving` follows what happened.
+pub async fn run(
+    config: Config,
+    synced: impl futures::Stream<Item = ()> + Send + 'static,
+    stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let api: Api<OperatorPlugin> = Api::all(config.client.clone());
+    let writer = reflector::store::Writer::default();
+    let store = writer.as_reader();
+    let cluster = config.cluster.clone();
+    let resources = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .inspect({
+            let store = store.clone();
+            move |event| match event {
+                Ok(watcher::Event::Delete(resource)) => {
+                    let gone = resource.name_any();
+                    cluster.retain(|name| name != gone);
+                }
+                // After a relist, a delete it missed.
+                Ok(watcher::Event::InitDone) => {
+                    let live: std::collections::HashSet<String> =
+                        store.state().iter().map(|r| r.name_any()).collect();
+                    cluster.retain(|name| live.contains(name));
+                }
+                _ => {}
+            }
+        })
+        .touched_objects();
+    Controller::for_stream(resources, store)
+        .reconcile_all_on(synced)
+        .graceful_shutdown_on(stop)
+        .run(reconcile, error_policy, Arc::new(config))
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "OperatorPlugin reconcile failed");
+            }
+        })
+        .await;
+}
+
+fn error_policy(_: Arc<OperatorPlugin>, _: &Error, _: Arc<Config>) -> Action {
+    Action::requeue(RETRY_AFTER_FAILURE)
+}
+
+/// Go-style durations (30s, 5m, 1h30m), as `metav1.Duration` fields take them.
+fn poll_interval(spec: &OperatorPluginSpec) -> Result<Duration, Error> {
+    let Some(value) = &spec.poll_interval else {
+        return Ok(DEFAULT_POLL_INTERVAL);
+    };
+    humantime::parse_duration(value).map_err(|e| Error::PollInterval {
+        value: value.clone(),
+        problem: e.to_string(),
+    })
+}
+
+async fn access(spec: &OperatorPluginSpec, config: &Config) -> Result<Access, Error> {
+    let auth = match &spec.pull_secret {
+        None => Credentials::Anonymous,
+        Some(name) => {
+            let secrets: Api<Secret> = Api::namespaced(config.client.clone(), &config.namespace);
+            let secret = secrets
+                .get(name)
+                .await
+                .map_err(|source| Error::PullSecret {
+                    namespace: config.namespace.clone(),
+                    name: name.clone(),
+                    source,
+                })?;
+            let json = secret
+                .data
+                .and_then(|mut data| data.remove(".dockerconfigjson"))
+                .ok_or_else(|| Error::PullSecretKey {
+                    namespace: config.namespace.clone(),
+                    name: name.clone(),
+                })?;
+            Credentials::DockerConfigJson {
+                json: json.0,
+                from: format!("Secret {}/{name}", config.namespace),
+            }
+        }
+    };
+    Ok(Access {
+        auth,
+        plain_http: spec.plain_http,
+        ..Access::default()
+    })
+}
+
+/// The digest to serve and its bytes: from the store if pulled before, else from the registry.
+async fn fetch(resource: &OperatorPlugin, config: &Config) -> Result<(String, Arc<[u8]>), Error> {
+    let source = &resource.spec.source;
+    let access = access(&resource.spec, config).await?;
+    let digest = oci::resolve(source, &access).await?;
+    if let Some(bytes) = config.store.get(&digest) {
+        return Ok((digest, bytes));
+    }
+    let pinned = format!("{}@{digest}", source.split('@').next().unwrap_or(source));
+    let pulled = oci::pull(&pinned, &access).await?;
+    if pulled.digest != digest {
+        return Err(Error::DigestMismatch {
+            reference: source.clone(),
+            resolved: digest,
+            served: pulled.digest,
+        });
+    }
+    config.store.put(&digest, &pulled.bytes)?;
+    Ok((digest, pulled.bytes.into()))
+}
+
+async fn reconcile(resource: Arc<OperatorPlugin>, config: Arc<Config>) -> Result<Action, Error> {
+    let config = config.as_ref();
+    let name = resource.name_any();
+    let previous = resource.status.clone().unwrap_or_default();
+    let mut status = OperatorPluginStatus {
+        observed_generation: resource.metadata.generation,
+        ..previous.clone()
+    };
+    let poll = match poll_interval(&resource.spec) {
+        Ok(poll) => poll,
+        Err(error) => {
+            set_condition(
+                &mut status,
+                "Pulled",
+                false,
+                "InvalidSpec",
+                &error.to_string(),
+            );
+            write_status(&resource, &previous, status, config).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let fetched = fetch(&resource, config).await;
+    let requeue = match fetched {
+        Ok((digest, bytes)) => {
+            let content_hash = oci::sha256_digest(&bytes);
+            config.cluster.offer(&name, &digest, bytes);
+            set_condition(
+                &mut status,
+                "Pulled",
+                true,
+                "Pulled",
+                &format!("{} is {digest}", resource.spec.source),
+            );
+            status.short_digest = digest
+                .strip_prefix("sha256:")
+                .map(|hex| hex.chars().take(12).collect());
+            status.digest = Some(digest);
+            serving_condition(&mut status, config, &name, &content_hash);
+            // A digest never changes; a tag is resolved again.
+            if resource.spec.source.contains('@') {
+                None
+            } else {
+                Some(poll)
+            }
+        }
+        Err(error) => {
+            tracing::warn!(operator_plugin = %name, %error, "cannot pull the plugin; what serves keeps serving");
+            // A host that restarted while the registry is down serves what it pulled before.
+            if let Some(digest) = &previous.digest
+                && config.cluster.offered_digest(&name).is_none()
+                && let Some(bytes) = config.store.get(digest)
+            {
+                let content_hash = oci::sha256_digest(&bytes);
+                config.cluster.offer(&name, digest, bytes);
+                serving_condition(&mut status, config, &name, &content_hash);
+            }
+            let keeps = match config.cluster.offered_digest(&name) {
+                Some(digest) => format!("; {digest} keeps serving"),
+                None => String::new(),
+            };
+            set_condition(
+                &mut status,
+                "Pulled",
+                false,
+                "PullFailed",
+                &format!("{error}{keeps}"),
+            );
+            Some(poll.min(RETRY_AFTER_FAILURE))
+        }
+    };
+    write_status(&resource, &previous, status, config).await?;
+    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// `Serving` from what the registry made of the content offered.
+fn serving_condition(
+    status: &mut OperatorPluginStatus,
+    config: &Config,
+    name: &str,
+    content_hash: &str,
+) {
+    let hex = content_hash.trim_start_matches("sha256:");
+    match config.cluster.outcome(name) {
+        Some((Outcome::Serving { content_hash }, served)) if content_hash == hex => {
+            if let Some((plugin, version)) = served {
+                status.plugin = Some(plugin);
+                status.version = Some(version);
+            }
+            let message = format!(
+                "serving {} {}",
+                status.plugin.as_deref().unwrap_or(name),
+                status.version.as_deref().unwrap_or_default()
+            );
+            set_condition(status, "Serving", true, "Serving", message.trim_end());
+        }
+        Some((
+            Outcome::Rejected {
+                content_hash,
+                error,
+                serving,
+            },
+            _,
+        )) if content_hash == hex => {
+            let keeps = if serving.is_some() {
+                "; the previous version keeps serving"
+            } else {
+                ""
+            };
+            set_condition(
+                status,
+                "Serving",
+                false,
+                "Rejected",
+                &format!("{error}{keeps}"),
+            );
+        }
+        _ => set_condition(
+            status,
+            "Serving",
+            false,
+            "Loading",
+            "the host is loading this version",
+        ),
+    }
+}
+
+fn set_condition(
+    status: &mut OperatorPluginStatus,
+    kind: &str,
+    ok: bool,
+    reason: &str,
+    message: &str,
+) {
+    let value = if ok { "True" } else { "False" };
+    let generation = status.observed_generation;
+    if let Some(existing) = status.conditions.iter_mut().find(|c| c.type_ == kind) {
+        if existing.status != value {
+            existing.last_transition_time = Time(now());
+        }
+        existing.status = value.into();
+        existing.reason = reason.into();
+        existing.message = message.into();
+        existing.observed_generation = generation;
+        return;
+    }
+    status.conditions.push(Condition {
+        type_: kind.into(),
+        status: value.into(),
+        reason: reason.into(),
+        message: message.into(),
+        observed_generation: generation,
+        last_transition_time: Time(now()),
+    });
+}
+
+fn now() -> k8s_openapi::jiff::Timestamp {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    now.round(k8s_openapi::jiff::Unit::Second).unwrap_or(now)
+}
+
+/// Writes the status if it changed; a standby leaves it to the leader.
+async fn write_status(
+    resource: &OperatorPlugin,
+    previous: &OperatorPluginStatus,
+    status: OperatorPluginStatus,
+    config: &Config,
+) -> Result<(), Error> {
+    if *previous == status || !config.leadership.may_write() {
+        return Ok(());
+    }
+    let api: Api<OperatorPlugin> = Api::all(config.client.clone());
+    let name = resource.name_any();
+    api.patch_status(
+        &name,
+        &PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        },
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await
+    .map_err(|source| Error::WriteStatus { name, source })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_crd_is_cluster_scoped_with_the_columns_kubectl_shows() {
+        let crd = OperatorPlugin::crd();
+        assert_eq!(crd.spec.scope, "Cluster");
+        let columns: Vec<String> = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.clone())
+            .collect();
+        assert_eq!(columns, ["Digest", "Serving", "Age"]);
+    }
+
+    #[test]
+    fn poll_intervals_are_go_durations() {
+        let spec = |value: &str| OperatorPluginSpec {
+            source: "r/p:1".into(),
+            poll_interval: Some(value.into()),
+            plain_http: false,
+            pull_secret: None,
+        };
+        assert_eq!(
+            poll_interval(&spec("30s")).unwrap(),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            poll_interval(&spec("1h30m")).unwrap(),
+            Duration::from_secs(5400)
+        );
+        let error = poll_interval(&spec("often")).unwrap_err().to_string();
+        assert!(error.contains("\"often\" is not a duration"), "{error}");
+    }
+}
