@@ -155,6 +155,10 @@ enum Command {
         /// serves them (default: <cache dir>/pulled).
         #[arg(long, value_name = "DIR")]
         plugin_store: Option<PathBuf>,
+        /// Serve only the OperatorPlugins with these labels (a label selector such as
+        /// team=payments), so several host deployments can share a cluster.
+        #[arg(long, value_name = "SELECTOR")]
+        operator_plugin_selector: Option<String>,
     },
     /// Print the ClusterRole the host needs to run these plugins (under a policy).
     Rbac {
@@ -219,6 +223,20 @@ enum Command {
         #[command(flatten)]
         registry: RegistryArgs,
     },
+    /// Sign the artifact a reference names, as `cosign sign --key` does (a `.sig` manifest
+    /// beside it); prints the signed REFERENCE@DIGEST.
+    Sign {
+        /// registry/repository:tag (resolved to its digest) or registry/repository@sha256:...
+        reference: String,
+        /// The private key: an unencrypted PKCS#8 PEM of ECDSA P-256 (`generate-key`).
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Write a new signing key pair: PREFIX.key (private, mode 0600) and PREFIX.pub (for
+    /// OperatorPlugins' spec.verify.keys, or the policy's signatureKeys).
+    GenerateKey { prefix: PathBuf },
     /// Print what a plugin declares.
     Inspect {
         /// The plugin component (.wasm).
@@ -364,6 +382,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             leader_elect_retry_period,
             plugins_from_cluster,
             plugin_store,
+            operator_plugin_selector,
         } => {
             let cluster_plugins = plugins_from_cluster.then(|| controller::ClusterPluginsConfig {
                 store_dir: plugin_store
@@ -371,6 +390,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .or_else(|| CompileCache::default_dir().map(|d| d.join("pulled")))
                     .unwrap_or_else(|| PathBuf::from("pulled-plugins")),
                 namespace: leader_election.namespace(),
+                selector: operator_plugin_selector,
             });
             let election = leader_election
                 .leader_elect
@@ -512,7 +532,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 created: crate::oci::created_now(),
             };
             let digest = block_on(crate::oci::push(&reference, &artifact, &access))??;
-            println!("{}@{digest}", repository_of(&reference));
+            println!("{}@{digest}", crate::oci::repository_name(&reference)?);
         }
         Command::Pull {
             reference,
@@ -522,7 +542,49 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let access = registry.access()?;
             let pulled = block_on(crate::oci::pull(&reference, &access))??;
             write_whole(&output, &pulled.bytes)?;
-            println!("{}@{}", repository_of(&reference), pulled.digest);
+            println!(
+                "{}@{}",
+                crate::oci::repository_name(&reference)?,
+                pulled.digest
+            );
+        }
+        Command::Sign {
+            reference,
+            key,
+            registry,
+        } => {
+            let access = registry.access()?;
+            let pem = std::fs::read_to_string(&key)
+                .with_context(|| format!("reading {}", key.display()))?;
+            let key = crate::signature::PrivateKey::from_pem(&pem, &key.display().to_string())?;
+            let repository = crate::oci::repository_name(&reference)?;
+            block_on(async {
+                let digest = crate::oci::resolve(&reference, &access).await?;
+                let payload = crate::signature::payload(&repository, &digest);
+                let stored = crate::signature::Stored {
+                    signature: key.sign(&payload),
+                    payload,
+                };
+                crate::oci::push_signature(&reference, &digest, stored, &access).await?;
+                println!("{repository}@{digest}");
+                anyhow::Ok(())
+            })??;
+        }
+        Command::GenerateKey { prefix } => {
+            let (private, public) = crate::signature::PrivateKey::generate();
+            let private_path = prefix.with_extension("key");
+            let public_path = prefix.with_extension("pub");
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut file = options.open(&private_path).with_context(|| {
+                format!("creating {} (it must not exist)", private_path.display())
+            })?;
+            std::io::Write::write_all(&mut file, private.as_bytes())
+                .with_context(|| format!("writing {}", private_path.display()))?;
+            std::fs::write(&public_path, public)
+                .with_context(|| format!("writing {}", public_path.display()))?;
+            println!("{}\n{}", private_path.display(), public_path.display());
         }
         Command::Inspect {
             plugin: path,
@@ -576,16 +638,6 @@ fn block_on<F: std::future::Future>(future: F) -> anyhow::Result<F::Output> {
         .build()
         .context("starting the async runtime")?
         .block_on(future))
-}
-
-/// `registry/repository` of a reference given as `registry/repository[:tag][@digest]`.
-fn repository_of(reference: &str) -> &str {
-    let without_digest = reference.split('@').next().unwrap_or(reference);
-    match without_digest.rsplit_once(':') {
-        // A colon after the last slash is a tag's; before it, a port's.
-        Some((repository, tag)) if !tag.contains('/') => repository,
-        _ => without_digest,
-    }
 }
 
 /// Writes `bytes` to `path` through a temporary file beside it and a rename: a reader (a

@@ -28,6 +28,7 @@ pub mod rbac;
 pub mod registry;
 pub mod render;
 pub mod runtime;
+pub mod signature;
 #[cfg(test)]
 mod test_support;
 pub mod watch;

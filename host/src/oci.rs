@@ -397,6 +397,144 @@ pub async fn pull(reference: &str, access: &Access) -> Result<Pulled, Error> {
     })
 }
 
+/// The largest signature payload the host reads (a payload is a few hundred bytes).
+const MAX_SIGNATURE_BYTES: u64 = 64 << 10;
+
+/// Whether the registry said the manifest is not there.
+fn is_not_found(error: &oci_client::errors::OciDistributionError) -> bool {
+    use oci_client::errors::{OciDistributionError as E, OciErrorCode};
+    match error {
+        E::ImageManifestNotFoundError(_) => true,
+        E::ServerError { code, .. } => *code == 404,
+        E::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
+            matches!(
+                e.code,
+                OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown
+            )
+        }),
+        _ => false,
+    }
+}
+
+/// The reference of `digest`'s signatures in `reference`'s repository.
+fn signature_reference(reference: &Reference, digest: &str) -> Reference {
+    Reference::with_tag(
+        reference.registry().to_string(),
+        reference.repository().to_string(),
+        crate::signature::signature_tag(digest),
+    )
+}
+
+/// The cosign signatures stored beside `digest` in `reference`'s repository (none if there
+/// is no `.sig` manifest); each payload checked against its layer digest.
+pub async fn pull_signatures(
+    reference: &str,
+    digest: &str,
+    access: &Access,
+) -> Result<Vec<crate::signature::Stored>, Error> {
+    let parsed = parse_reference(reference)?;
+    let client = client(&parsed, access)?;
+    let auth = access.auth.for_registry(parsed.resolve_registry()).await?;
+    let signatures = signature_reference(&parsed, digest);
+    let failed = |what| {
+        move |source| Error::Pull {
+            reference: format!("{reference} ({})", crate::signature::signature_tag(digest)),
+            what,
+            source,
+        }
+    };
+    let manifest = match client.pull_image_manifest(&signatures, &auth).await {
+        Ok((manifest, _)) => manifest,
+        Err(error) if is_not_found(&error) => return Ok(Vec::new()),
+        Err(error) => return Err(failed("the signatures")(error)),
+    };
+    let mut stored = Vec::new();
+    for layer in &manifest.layers {
+        let signature = layer
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::signature::SIGNATURE_ANNOTATION));
+        let (true, Some(signature)) = (
+            layer.media_type == crate::signature::PAYLOAD_MEDIA_TYPE
+                && u64::try_from(layer.size).is_ok_and(|size| size <= MAX_SIGNATURE_BYTES),
+            signature,
+        ) else {
+            continue;
+        };
+        let mut payload = Bounded::new(MAX_SIGNATURE_BYTES);
+        client
+            .pull_blob(&signatures, layer, &mut payload)
+            .await
+            .map_err(failed("a signature payload"))?;
+        stored.push(crate::signature::Stored {
+            payload: payload.into_inner(),
+            signature: signature.clone(),
+        });
+    }
+    Ok(stored)
+}
+
+/// Adds `signature` to the signatures of `digest` in `reference`'s repository, as `cosign
+/// sign` does (one `.sig` manifest, one layer per signature; an identical one is not added
+/// twice).
+pub async fn push_signature(
+    reference: &str,
+    digest: &str,
+    signature: crate::signature::Stored,
+    access: &Access,
+) -> Result<(), Error> {
+    let mut all = pull_signatures(reference, digest, access).await?;
+    if all.contains(&signature) {
+        return Ok(());
+    }
+    all.push(signature);
+    let parsed = parse_reference(reference)?;
+    let client = client(&parsed, access)?;
+    let auth = access.auth.for_registry(parsed.resolve_registry()).await?;
+    let signatures = signature_reference(&parsed, digest);
+    let failed = |what| {
+        move |source| Error::Push {
+            reference: format!("{reference} ({})", crate::signature::signature_tag(digest)),
+            what,
+            source,
+        }
+    };
+    client
+        .auth(&signatures, &auth, oci_client::RegistryOperation::Push)
+        .await
+        .map_err(failed("the credentials"))?;
+    let (config, manifest) = crate::signature::signature_manifest(&all);
+    client
+        .push_blob(&signatures, config.clone(), &sha256_digest(&config))
+        .await
+        .map_err(failed("the signature config"))?;
+    for stored in &all {
+        client
+            .push_blob(
+                &signatures,
+                stored.payload.clone(),
+                &sha256_digest(&stored.payload),
+            )
+            .await
+            .map_err(failed("a signature payload"))?;
+    }
+    client
+        .push_manifest_raw(
+            &signatures,
+            manifest,
+            http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
+        )
+        .await
+        .map_err(failed("the signature manifest"))?;
+    Ok(())
+}
+
+/// `registry/repository` of a parsed reference: what a cosign payload names.
+pub fn repository_name(reference: &str) -> Result<String, Error> {
+    let parsed = parse_reference(reference)?;
+    Ok(format!("{}/{}", parsed.registry(), parsed.repository()))
+}
+
 /// A buffer that refuses to grow past a limit: the registry's stream is not trusted to end
 /// where the manifest said.
 struct Bounded {

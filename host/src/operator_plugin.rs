@@ -60,6 +60,20 @@ pub struct OperatorPluginSpec {
     /// registry's credentials (default: anonymous).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_secret: Option<String>,
+    /// The keys a cosign signature of the artifact must verify with. With keys here, or
+    /// `requireSignature` in the host's policy, an artifact without such a signature is
+    /// refused and the previous version keeps serving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Verify>,
+}
+
+/// Which signatures an artifact must carry.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Verify {
+    /// PEM public keys (ECDSA P-256: cosign.pub, or what `operator-host generate-key` writes).
+    #[serde(default)]
+    pub keys: Vec<String>,
 }
 
 /// What the host found and serves.
@@ -111,6 +125,13 @@ pub enum Error {
     },
     #[error("cannot install the OperatorPlugin CRD: {0}")]
     InstallCrd(#[source] kube::Error),
+    #[error(transparent)]
+    Key(#[from] crate::signature::Error),
+    #[error("{digest} is not served: {refusal}")]
+    Refused {
+        digest: String,
+        refusal: crate::signature::Refusal,
+    },
     #[error("cannot write the status of OperatorPlugin {name}: {source}")]
     WriteStatus { name: String, source: kube::Error },
 }
@@ -138,6 +159,32 @@ impl DigestStore {
     }
 
     fn put(&self, digest: &str, bytes: &[u8]) -> Result<(), Error> {
+        self.write(&self.path(digest), bytes)
+    }
+
+    /// The signatures that verified `digest` before: a restart while the registry is down
+    /// checks them against the keys of now.
+    fn signatures(&self, digest: &str) -> Option<Vec<crate::signature::Stored>> {
+        let json = std::fs::read(self.signatures_path(digest)).ok()?;
+        serde_json::from_slice(&json).ok()
+    }
+
+    fn put_signatures(
+        &self,
+        digest: &str,
+        signatures: &[crate::signature::Stored],
+    ) -> Result<(), Error> {
+        let json = serde_json::to_vec(signatures).unwrap_or_default();
+        self.write(&self.signatures_path(digest), &json)
+    }
+
+    fn signatures_path(&self, digest: &str) -> PathBuf {
+        self.dir
+            .join(format!("{}.sig.json", digest.replace(':', "-")))
+    }
+
+    /// Writes whole or not at all (a temporary file renamed into place).
+    fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), Error> {
         let failed = |source| Error::Store {
             dir: self.dir.clone(),
             source,
@@ -145,8 +192,7 @@ impl DigestStore {
         std::fs::create_dir_all(&self.dir).map_err(failed)?;
         let mut file = tempfile::NamedTempFile::new_in(&self.dir).map_err(failed)?;
         std::io::Write::write_all(&mut file, bytes).map_err(failed)?;
-        file.persist(self.path(digest))
-            .map_err(|e| failed(e.error))?;
+        file.persist(path).map_err(|e| failed(e.error))?;
         Ok(())
     }
 }
@@ -160,6 +206,10 @@ pub struct Config {
     /// Where pull Secrets are read: the host's namespace.
     pub namespace: String,
     pub leadership: Leadership,
+    /// `requireSignature` and `signatureKeys` of each plugin's entry.
+    pub policy: Arc<crate::policy::Policy>,
+    /// A label selector: only the OperatorPlugins it selects are this host's.
+    pub selector: Option<String>,
 }
 
 /// Installs (server-side applies) the OperatorPlugin CRD and waits until it is served.
@@ -195,7 +245,11 @@ pub async fn run(
     let writer = reflector::store::Writer::default();
     let store = writer.as_reader();
     let cluster = config.cluster.clone();
-    let resources = watcher(api, watcher::Config::default())
+    let mut selection = watcher::Config::default();
+    if let Some(selector) = &config.selector {
+        selection = selection.labels(selector);
+    }
+    let resources = watcher(api, selection)
         .default_backoff()
         .reflect(writer)
         .inspect({
@@ -275,13 +329,91 @@ async fn access(spec: &OperatorPluginSpec, config: &Config) -> Result<Access, Er
     })
 }
 
-/// The digest to serve and its bytes: from the store if pulled before, else from the registry.
-async fn fetch(resource: &OperatorPlugin, config: &Config) -> Result<(String, Arc<[u8]>), Error> {
+/// The keys `resource`'s artifact must be signed with, if it must be signed.
+fn required_keys(
+    resource: &OperatorPlugin,
+    config: &Config,
+) -> Result<Option<Vec<crate::signature::PublicKey>>, Error> {
+    let rules = config.policy.rules(&resource.name_any());
+    let own = resource
+        .spec
+        .verify
+        .as_ref()
+        .map(|v| v.keys.clone())
+        .unwrap_or_default();
+    if !rules.require_signature && own.is_empty() {
+        return Ok(None);
+    }
+    let mut keys = Vec::new();
+    for (index, pem) in own.iter().enumerate() {
+        keys.push(crate::signature::PublicKey::from_pem(
+            pem,
+            &format!("spec.verify.keys[{index}]"),
+        )?);
+    }
+    for (index, pem) in rules.signature_keys.iter().enumerate() {
+        keys.push(crate::signature::PublicKey::from_pem(
+            pem,
+            &format!("the policy's signatureKeys[{index}]"),
+        )?);
+    }
+    Ok(Some(keys))
+}
+
+/// Checks `digest`'s signatures against `keys`: those that verified it before (kept in the
+/// store), else the registry's (kept once they verify). The key's fingerprint, or why not.
+async fn verify(
+    source: &str,
+    digest: &str,
+    keys: &[crate::signature::PublicKey],
+    access: Option<&Access>,
+    store: &DigestStore,
+) -> Result<String, Error> {
+    let refused = |refusal| Error::Refused {
+        digest: digest.into(),
+        refusal,
+    };
+    if let Some(kept) = store.signatures(digest)
+        && let Ok(fingerprint) = crate::signature::verify(&kept, keys, digest)
+    {
+        return Ok(fingerprint);
+    }
+    let Some(access) = access else {
+        return Err(refused(crate::signature::Refusal::Unsigned {
+            digest: digest.into(),
+            tag: crate::signature::signature_tag(digest),
+        }));
+    };
+    let signatures = oci::pull_signatures(source, digest, access).await?;
+    let fingerprint = crate::signature::verify(&signatures, keys, digest).map_err(refused)?;
+    store.put_signatures(digest, &signatures)?;
+    Ok(fingerprint)
+}
+
+/// What to serve: the digest, its bytes, and the key that signed it (if one must have).
+struct Fetched {
+    digest: String,
+    bytes: Arc<[u8]>,
+    signed_by: Option<String>,
+}
+
+/// The digest `resource` names now, verified, and its bytes: from the store if pulled
+/// before, else from the registry.
+async fn fetch(resource: &OperatorPlugin, config: &Config) -> Result<Fetched, Error> {
     let source = &resource.spec.source;
+    let keys = required_keys(resource, config)?;
     let access = access(&resource.spec, config).await?;
     let digest = oci::resolve(source, &access).await?;
+    let signed_by = match &keys {
+        Some(keys) => Some(verify(source, &digest, keys, Some(&access), &config.store).await?),
+        None => None,
+    };
     if let Some(bytes) = config.store.get(&digest) {
-        return Ok((digest, bytes));
+        return Ok(Fetched {
+            digest,
+            bytes,
+            signed_by,
+        });
     }
     let pinned = format!("{}@{digest}", source.split('@').next().unwrap_or(source));
     let pulled = oci::pull(&pinned, &access).await?;
@@ -293,7 +425,30 @@ async fn fetch(resource: &OperatorPlugin, config: &Config) -> Result<(String, Ar
         });
     }
     config.store.put(&digest, &pulled.bytes)?;
-    Ok((digest, pulled.bytes.into()))
+    Ok(Fetched {
+        digest,
+        bytes: pulled.bytes.into(),
+        signed_by,
+    })
+}
+
+/// After a restart with the registry unreachable: what this resource served before, from
+/// the store (verified against the signatures kept with it, if it must be signed).
+async fn from_store(resource: &OperatorPlugin, digest: &str, config: &Config) -> Option<Fetched> {
+    let bytes = config.store.get(digest)?;
+    let signed_by = match required_keys(resource, config).ok()? {
+        Some(keys) => Some(
+            verify(&resource.spec.source, digest, &keys, None, &config.store)
+                .await
+                .ok()?,
+        ),
+        None => None,
+    };
+    Some(Fetched {
+        digest: digest.into(),
+        bytes,
+        signed_by,
+    })
 }
 
 async fn reconcile(resource: Arc<OperatorPlugin>, config: Arc<Config>) -> Result<Action, Error> {
@@ -310,7 +465,7 @@ async fn reconcile(resource: Arc<OperatorPlugin>, config: Arc<Config>) -> Result
             set_condition(
                 &mut status,
                 "Pulled",
-                false,
+                "False",
                 "InvalidSpec",
                 &error.to_string(),
             );
@@ -318,23 +473,16 @@ async fn reconcile(resource: Arc<OperatorPlugin>, config: Arc<Config>) -> Result
             return Ok(Action::await_change());
         }
     };
-    let fetched = fetch(&resource, config).await;
-    let requeue = match fetched {
-        Ok((digest, bytes)) => {
-            let content_hash = oci::sha256_digest(&bytes);
-            config.cluster.offer(&name, &digest, bytes);
+    let requeue = match fetch(&resource, config).await {
+        Ok(fetched) => {
             set_condition(
                 &mut status,
                 "Pulled",
-                true,
+                "True",
                 "Pulled",
-                &format!("{} is {digest}", resource.spec.source),
+                &format!("{} is {}", resource.spec.source, fetched.digest),
             );
-            status.short_digest = digest
-                .strip_prefix("sha256:")
-                .map(|hex| hex.chars().take(12).collect());
-            status.digest = Some(digest);
-            serving_condition(&mut status, config, &name, &content_hash);
+            offer(&mut status, config, &name, fetched);
             // A digest never changes; a tag is resolved again.
             if resource.spec.source.contains('@') {
                 None
@@ -343,32 +491,68 @@ async fn reconcile(resource: Arc<OperatorPlugin>, config: Arc<Config>) -> Result
             }
         }
         Err(error) => {
-            tracing::warn!(operator_plugin = %name, %error, "cannot pull the plugin; what serves keeps serving");
+            tracing::warn!(operator_plugin = %name, %error, "cannot serve the plugin's artifact; what serves keeps serving");
             // A host that restarted while the registry is down serves what it pulled before.
             if let Some(digest) = &previous.digest
                 && config.cluster.offered_digest(&name).is_none()
-                && let Some(bytes) = config.store.get(digest)
+                && let Some(fetched) = from_store(&resource, digest, config).await
             {
-                let content_hash = oci::sha256_digest(&bytes);
-                config.cluster.offer(&name, digest, bytes);
-                serving_condition(&mut status, config, &name, &content_hash);
+                offer(&mut status, config, &name, fetched);
             }
             let keeps = match config.cluster.offered_digest(&name) {
                 Some(digest) => format!("; {digest} keeps serving"),
                 None => String::new(),
             };
-            set_condition(
-                &mut status,
-                "Pulled",
-                false,
-                "PullFailed",
-                &format!("{error}{keeps}"),
-            );
+            let message = format!("{error}{keeps}");
+            match &error {
+                Error::Refused { refusal, .. } => {
+                    set_condition(
+                        &mut status,
+                        "Pulled",
+                        "True",
+                        "Pulled",
+                        &format!("{} is pulled", resource.spec.source),
+                    );
+                    set_condition(&mut status, "Verified", "False", refusal.reason(), &message);
+                }
+                Error::Key(_) => {
+                    set_condition(&mut status, "Verified", "False", "InvalidKey", &message)
+                }
+                _ => set_condition(&mut status, "Pulled", "False", "PullFailed", &message),
+            }
             Some(poll.min(RETRY_AFTER_FAILURE))
         }
     };
     write_status(&resource, &previous, status, config).await?;
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Offers `fetched` to the registry and says so in `status`.
+fn offer(status: &mut OperatorPluginStatus, config: &Config, name: &str, fetched: Fetched) {
+    let content_hash = oci::sha256_digest(&fetched.bytes);
+    config.cluster.offer(name, &fetched.digest, fetched.bytes);
+    match &fetched.signed_by {
+        Some(key) => set_condition(
+            status,
+            "Verified",
+            "True",
+            "Verified",
+            &format!("{} is signed by key {key}", fetched.digest),
+        ),
+        None => set_condition(
+            status,
+            "Verified",
+            "Unknown",
+            "NotRequired",
+            "no key is given and the policy does not require a signature",
+        ),
+    }
+    status.short_digest = fetched
+        .digest
+        .strip_prefix("sha256:")
+        .map(|hex| hex.chars().take(12).collect());
+    status.digest = Some(fetched.digest);
+    serving_condition(status, config, name, &content_hash);
 }
 
 /// `Serving` from what the registry made of the content offered.
@@ -390,7 +574,7 @@ fn serving_condition(
                 status.plugin.as_deref().unwrap_or(name),
                 status.version.as_deref().unwrap_or_default()
             );
-            set_condition(status, "Serving", true, "Serving", message.trim_end());
+            set_condition(status, "Serving", "True", "Serving", message.trim_end());
         }
         Some((
             Outcome::Rejected {
@@ -408,7 +592,7 @@ fn serving_condition(
             set_condition(
                 status,
                 "Serving",
-                false,
+                "False",
                 "Rejected",
                 &format!("{error}{keeps}"),
             );
@@ -416,7 +600,7 @@ fn serving_condition(
         _ => set_condition(
             status,
             "Serving",
-            false,
+            "False",
             "Loading",
             "the host is loading this version",
         ),
@@ -426,11 +610,10 @@ fn serving_condition(
 fn set_condition(
     status: &mut OperatorPluginStatus,
     kind: &str,
-    ok: bool,
+    value: &str,
     reason: &str,
     message: &str,
 ) {
-    let value = if ok { "True" } else { "False" };
     let generation = status.observed_generation;
     if let Some(existing) = status.conditions.iter_mut().find(|c| c.type_ == kind) {
         if existing.status != value {
@@ -506,6 +689,7 @@ mod tests {
             poll_interval: Some(value.into()),
             plain_http: false,
             pull_secret: None,
+            verify: None,
         };
         assert_eq!(
             poll_interval(&spec("30s")).unwrap(),

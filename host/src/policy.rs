@@ -197,6 +197,11 @@ pub enum ServiceAccountReferences {
 /// - `statusChurnLimit`: 5 status changes in a row with no change of the parent's
 ///   generation or of its observed children make the parent `StatusNotConverging`.
 /// - `limits`: the command line's limits.
+/// - `requireSignature`: `false`; when `true`, a plugin from an `OperatorPlugin` serves only
+///   if a cosign signature of its artifact verifies with one of its keys (a file of the plugin
+///   directory is the administrator's own: pin it with `sha256`).
+/// - `signatureKeys`: none; PEM public keys (ECDSA P-256) trusted for every plugin of this
+///   entry, besides its OperatorPlugin's `spec.verify.keys`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Rules {
@@ -216,6 +221,8 @@ pub struct Rules {
     pub write_budget: Option<WriteBudget>,
     pub status_churn_limit: Option<u32>,
     pub limits: Option<PolicyLimits>,
+    pub require_signature: Option<bool>,
+    pub signature_keys: Option<Vec<String>>,
 }
 
 /// The policy document as written.
@@ -338,6 +345,9 @@ pub struct Effective {
     pub write_burst: u32,
     pub status_churn_limit: u32,
     pub limits: PolicyLimits,
+    pub require_signature: bool,
+    /// PEM public keys, validated when the policy was read.
+    pub signature_keys: Vec<String>,
 }
 
 /// One field of [`Rules`] validated and typed; `None` when not written.
@@ -408,6 +418,12 @@ impl Effective {
                 .clone()
                 .unwrap_or_default()
                 .or(&d.limits.clone().unwrap_or_default()),
+            require_signature: o.require_signature.or(d.require_signature).unwrap_or(false),
+            signature_keys: o
+                .signature_keys
+                .clone()
+                .or_else(|| d.signature_keys.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -750,6 +766,16 @@ fn typed(
             ));
         }
         sha256 = Some(hex.to_string());
+    }
+    for (index, pem) in rules.signature_keys.iter().flatten().enumerate() {
+        let what = format!("{field}.signatureKeys[{index}]");
+        if let Err(error) = crate::signature::PublicKey::from_pem(pem, &what) {
+            return Err(invalid(
+                &what,
+                error.to_string(),
+                "a PEM public key of ECDSA P-256 (cosign.pub, or what `operator-host generate-key` writes)",
+            ));
+        }
     }
     if rules.allow_cluster_scoped == Some(true) {
         return Err(invalid(

@@ -3,9 +3,14 @@
 //! moves), keeps the previous version serving through a missing artifact and a registry
 //! outage, and after a restart during the outage serves what it pulled before.
 //!
-//! OperatorPlugins are cluster-scoped and named as their plugin, so this file's scenario is
-//! one test: another test of the same plugin name would be served by both hosts.
+//! Signatures: an artifact serves only if a cosign signature verifies with the keys given;
+//! unsigned, signed by another key, or carrying a signature copied from another artifact, it is
+//! refused and the previous version keeps serving.
+//!
+//! OperatorPlugins are cluster-scoped and named as their plugin, so each test serves another
+//! plugin, and each host serves only its test's OperatorPlugins (a label selector).
 
+use std::path::Path;
 use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -45,21 +50,42 @@ fn push(plugin: &std::path::Path, reference: &str) -> String {
 /// Waits until the resource's status says `digest` serves (or, with `pulled: false`, that
 /// the last pull failed while `digest` still serves); returns the status.
 async fn wait_status(api: &Api<DynamicObject>, digest: &str, pulled: bool, when: &str) -> Value {
-    let condition = |status: &Value, kind: &str| {
-        status["conditions"]
-            .as_array()
-            .and_then(|all| all.iter().find(|c| c["type"] == kind))
-            .map(|c| c["status"].as_str().unwrap_or_default().to_string())
-    };
+    wait_for_status(api, "memcached", when, |status| {
+        status["digest"] == digest
+            && condition(status, "Serving").as_deref() == Some("True")
+            && condition(status, "Pulled").as_deref() == Some(if pulled { "True" } else { "False" })
+    })
+    .await
+}
+
+fn condition(status: &Value, kind: &str) -> Option<String> {
+    status["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == kind))
+        .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+}
+
+/// The condition `kind` of `status` whole (reason, message).
+fn condition_of(status: &Value, kind: &str) -> Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == kind))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Waits until OperatorPlugin `name`'s status satisfies `holds`; returns it.
+async fn wait_for_status(
+    api: &Api<DynamicObject>,
+    name: &str,
+    when: &str,
+    holds: impl Fn(&Value) -> bool,
+) -> Value {
     let last = std::sync::Mutex::new(Value::Null);
     wait_for(when, BOUND, || async {
-        let status = api.get("memcached").await?.data["status"].clone();
+        let status = api.get(name).await?.data["status"].clone();
         *last.lock().unwrap() = status.clone();
-        let holds = status["digest"] == digest
-            && condition(&status, "Serving").as_deref() == Some("True")
-            && condition(&status, "Pulled").as_deref()
-                == Some(if pulled { "True" } else { "False" });
-        Ok(holds.then_some(status))
+        Ok(holds(&status).then_some(status))
     })
     .await
     .unwrap_or_else(|e| panic!("{when}: {e}; the status: {}", last.lock().unwrap()))
@@ -75,21 +101,68 @@ async fn set_source(api: &Api<DynamicObject>, source: &str) {
     .unwrap();
 }
 
-fn start_host(
-    ns: &TestNamespace,
-    plugins: &std::path::Path,
-    store: &std::path::Path,
-) -> ProcessHost {
-    let store = store.to_str().unwrap();
+/// The label that selects a test's OperatorPlugins for its host.
+fn selector(ns: &TestNamespace) -> String {
+    format!("operator-host.dev/test={}", ns.name())
+}
+
+fn start_host(ns: &TestNamespace, store: &Path, extra: &[&str]) -> ProcessHost {
+    let plugins = ns_plugins_dir();
+    let selector = selector(ns);
+    let mut args = vec![
+        "--plugins-from-cluster",
+        "--plugin-store",
+        store.to_str().unwrap(),
+        "--operator-plugin-selector",
+        &selector,
+    ];
+    args.extend_from_slice(extra);
     ProcessHost::start(&Launch {
         binary: BINARY.as_ref(),
-        plugins,
+        plugins: &plugins,
         kubeconfig: &devcluster::cluster().kubeconfig,
         namespace: ns.name(),
         crash_after: None,
         metrics_addr: None,
-        args: &["--plugins-from-cluster", "--plugin-store", store],
+        args: &args,
     })
+}
+
+/// An empty plugin directory: these hosts serve only the cluster's plugins.
+fn ns_plugins_dir() -> std::path::PathBuf {
+    tempfile::tempdir().unwrap().keep()
+}
+
+/// Creates OperatorPlugin `name` with `spec`, labelled for `ns`'s host (retried until the
+/// host has installed the CRD).
+async fn create_operator_plugin(
+    api: &Api<DynamicObject>,
+    ns: &TestNamespace,
+    name: &str,
+    spec: Value,
+) {
+    let (label, value) = selector(ns)
+        .split_once('=')
+        .map(|(l, v)| (l.to_string(), v.to_string()))
+        .unwrap();
+    let resource: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "operator-host.dev/v1alpha1",
+        "kind": "OperatorPlugin",
+        "metadata": {"name": name, "labels": {label: value}},
+        "spec": spec,
+    }))
+    .unwrap();
+    // A CRD that another host is still updating may prune fields it does not know yet: the
+    // resource is made again until the API server keeps its whole spec.
+    wait_for("the OperatorPlugin to be created whole", BOUND, || async {
+        let _ = api.delete(name, &Default::default()).await;
+        let Ok(created) = api.create(&PostParams::default(), &resource).await else {
+            return Ok(None);
+        };
+        Ok((created.data["spec"] == resource.data["spec"]).then_some(()))
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,28 +178,15 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
     let plugin_v2 = Plugin::load(&runtime(), &v2).unwrap();
 
     let ns = TestNamespace::new("oplugin").await.unwrap();
-    let empty_dir = tempfile::tempdir().unwrap();
     let store = tempfile::tempdir().unwrap();
-    let host = start_host(&ns, empty_dir.path(), store.path());
+    let host = start_host(&ns, store.path(), &[]);
     let api = operator_plugins(ns.client());
-    // The host installs the CRD; the first create may come before it is served.
-    let resource: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "operator-host.dev/v1alpha1",
-        "kind": "OperatorPlugin",
-        "metadata": {"name": "memcached"},
-        "spec": {
-            "source": registry.reference("plugins/memcached:1"),
-            "plainHTTP": true,
-            "pollInterval": "2s",
-        },
-    }))
-    .unwrap();
-    let _ = api.delete("memcached", &Default::default()).await;
-    wait_for("the OperatorPlugin to be created", BOUND, || async {
-        Ok(api.create(&PostParams::default(), &resource).await.ok())
-    })
-    .await
-    .unwrap();
+    let spec = json!({
+        "source": registry.reference("plugins/memcached:1"),
+        "plainHTTP": true,
+        "pollInterval": "2s",
+    });
+    create_operator_plugin(&api, &ns, "memcached", spec).await;
     let status = wait_status(&api, &v1_digest, true, "v1 serving").await;
     assert_eq!(status["plugin"], "memcached");
     assert_eq!(status["shortDigest"], v1_digest[7..19]);
@@ -199,7 +259,7 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
 
     // A restart while the registry is still down serves what was pulled before.
     host.kill().await;
-    let mut host = start_host(&ns, empty_dir.path(), store.path());
+    let mut host = start_host(&ns, store.path(), &[]);
     patch_spec(&parents, "m-3", json!({"size": 2})).await;
     all_converge(&oracle(&plugin_v2), &names, BOUND)
         .await
@@ -221,5 +281,118 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
 
     api.delete("memcached", &Default::default()).await.unwrap();
     host.kill().await;
+    ns.cleanup().await.unwrap();
+}
+
+/// `host generate-key` into `dir`: (private key path, public key PEM).
+fn generate_key(dir: &Path, name: &str) -> (std::path::PathBuf, String) {
+    output_of(
+        std::process::Command::new(BINARY)
+            .arg("generate-key")
+            .arg(dir.join(name)),
+    );
+    let public = std::fs::read_to_string(dir.join(format!("{name}.pub"))).unwrap();
+    (dir.join(format!("{name}.key")), public)
+}
+
+fn sign(key: &Path, reference: &str) {
+    output_of(
+        std::process::Command::new(BINARY)
+            .args(["sign", "--plain-http", "--key"])
+            .arg(key)
+            .arg(reference),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_artifact_serves_only_with_a_signature_by_a_given_key() {
+    let registry = TestRegistry::start().await;
+    let keys = tempfile::tempdir().unwrap();
+    let (publisher, publisher_public) = generate_key(keys.path(), "publisher");
+    let (stranger, _) = generate_key(keys.path(), "stranger");
+    let mysql = plugin_path("plugins", "mysql");
+    let first = registry.reference("plugins/mysql:1");
+    let first_digest = push(&mysql, &first);
+
+    let ns = TestNamespace::new("oplugin-signed").await.unwrap();
+    let store = tempfile::tempdir().unwrap();
+    // The policy requires signatures of every plugin the cluster declares.
+    let policy = store.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  requireSignature: true\n",
+    )
+    .unwrap();
+    let _host = start_host(&ns, store.path(), &["--policy", policy.to_str().unwrap()]);
+    let api = operator_plugins(ns.client());
+    let spec = json!({
+        "source": first,
+        "plainHTTP": true,
+        "pollInterval": "2s",
+        "verify": {"keys": [publisher_public]},
+    });
+    create_operator_plugin(&api, &ns, "mysql", spec).await;
+    let refused = |reason: &'static str| {
+        move |status: &Value| condition_of(status, "Verified")["reason"] == reason
+    };
+
+    // Unsigned: refused, nothing serves.
+    let status = wait_for_status(&api, "mysql", "unsigned", refused("Unsigned")).await;
+    assert!(
+        status["digest"].is_null(),
+        "an unsigned artifact was offered: {status}"
+    );
+    // Signed by another key: refused.
+    sign(&stranger, &first);
+    wait_for_status(&api, "mysql", "signed by a stranger", refused("WrongKey")).await;
+    // Signed by the publisher: it serves.
+    sign(&publisher, &first);
+    let status = wait_for_status(&api, "mysql", "signed by the publisher", |status| {
+        condition(status, "Verified").as_deref() == Some("True")
+            && condition(status, "Serving").as_deref() == Some("True")
+    })
+    .await;
+    assert_eq!(status["digest"], first_digest.as_str());
+
+    // Another artifact carrying the first one's signature (copied to its .sig tag): refused,
+    // the first keeps serving.
+    let second = registry.reference("plugins/mysql:2");
+    let second_digest = push(&mysql, &second);
+    let access = operator_host::oci::Access {
+        plain_http: true,
+        ..Default::default()
+    };
+    let copied = operator_host::oci::pull_signatures(&first, &first_digest, &access)
+        .await
+        .unwrap();
+    for signature in copied {
+        operator_host::oci::push_signature(&second, &second_digest, signature, &access)
+            .await
+            .unwrap();
+    }
+    api.patch(
+        "mysql",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"source": second}})),
+    )
+    .await
+    .unwrap();
+    let status = wait_for_status(&api, "mysql", "a copied signature", refused("OtherDigest")).await;
+    assert_eq!(status["digest"], first_digest.as_str(), "{status}");
+    let message = condition_of(&status, "Verified")["message"].to_string();
+    assert!(message.contains("keeps serving"), "{message}");
+    assert_eq!(condition(&status, "Serving").as_deref(), Some("True"));
+
+    // No key at all while the policy requires a signature: refused.
+    api.patch(
+        "mysql",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"verify": null}})),
+    )
+    .await
+    .unwrap();
+    wait_for_status(&api, "mysql", "no key", refused("NoKey")).await;
+
+    api.delete("mysql", &Default::default()).await.unwrap();
     ns.cleanup().await.unwrap();
 }

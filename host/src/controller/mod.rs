@@ -148,6 +148,8 @@ pub struct ClusterPluginsConfig {
     pub store_dir: PathBuf,
     /// The host's namespace.
     pub namespace: String,
+    /// Only the OperatorPlugins with these labels (one host deployment of several).
+    pub selector: Option<String>,
 }
 
 /// How each plugin's controllers run.
@@ -723,6 +725,8 @@ pub async fn run_with_metrics(
                     store: operator_plugin::DigestStore::new(&cluster_config.store_dir),
                     namespace: cluster_config.namespace.clone(),
                     leadership: leadership.clone(),
+                    policy: config.policy.clone(),
+                    selector: cluster_config.selector.clone(),
                 },
                 cluster.synced(),
                 async move {
