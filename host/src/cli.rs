@@ -234,6 +234,16 @@ enum Command {
         #[command(flatten)]
         registry: RegistryArgs,
     },
+    /// Check that a cosign signature of the artifact a reference names verifies with a
+    /// public key, as an OperatorPlugin's spec.verify does; prints the key's fingerprint.
+    Verify {
+        reference: String,
+        /// The public key (PEM): what `generate-key` or `cosign generate-key-pair` wrote.
+        #[arg(long, value_name = "FILE")]
+        key: PathBuf,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
     /// Write a new signing key pair: PREFIX.key (private, mode 0600) and PREFIX.pub (for
     /// OperatorPlugins' spec.verify.keys, or the policy's signatureKeys).
     GenerateKey { prefix: PathBuf },
@@ -567,6 +577,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 };
                 crate::oci::push_signature(&reference, &digest, stored, &access).await?;
                 println!("{repository}@{digest}");
+                anyhow::Ok(())
+            })??;
+        }
+        Command::Verify {
+            reference,
+            key,
+            registry,
+        } => {
+            let access = registry.access()?;
+            let pem = std::fs::read_to_string(&key)
+                .with_context(|| format!("reading {}", key.display()))?;
+            let key = crate::signature::PublicKey::from_pem(&pem, &key.display().to_string())?;
+            block_on(async {
+                let digest = crate::oci::resolve(&reference, &access).await?;
+                let signatures = crate::oci::pull_signatures(&reference, &digest, &access).await?;
+                let fingerprint = crate::signature::verify(&signatures, &[key], &digest)?;
+                println!(
+                    "{}@{digest} is signed by key {fingerprint}",
+                    crate::oci::repository_name(&reference)?
+                );
                 anyhow::Ok(())
             })??;
         }

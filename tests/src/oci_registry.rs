@@ -1,6 +1,6 @@
 //! A real OCI registry on loopback for the tests (deploy/registry: go-containerregistry's
-//! registry, optionally behind HTTP basic auth), and the oras CLI, the reference client that
-//! the interop tests read and write artifacts with.
+//! registry, optionally behind HTTP basic auth), and the oras and cosign CLIs, the reference
+//! clients that the interop tests read and write artifacts and signatures with.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -11,7 +11,7 @@ use tokio::process::{Child, Command};
 
 use crate::devcluster::repo_root;
 
-/// The directory holding `registry` and `oras`, built once per version by
+/// The directory holding `registry`, `oras` and `cosign`, built once per version by
 /// `deploy/registry/build.sh` (a cache hit after the first build).
 pub fn tools_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -131,6 +131,20 @@ impl TestRegistry {
         command.env("DOCKER_CONFIG", self.dir.path().join("oras-config"));
         command
     }
+}
+
+/// A `cosign` command (the CLI, built by `deploy/registry/build.sh`) run in `dir`, where its
+/// key pair is (`cosign.key` with the password `pw`), with no docker config of the user's.
+pub fn cosign(dir: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(tools_dir().join("cosign"));
+    command
+        .args(args)
+        .current_dir(dir)
+        .env("COSIGN_PASSWORD", "pw")
+        .env("DOCKER_CONFIG", dir.join("docker"))
+        .env("HOME", dir)
+        .env_remove("SIGSTORE_ROOT_FILE");
+    command
 }
 
 /// Runs `command`; its stdout, or a panic with its stderr.

@@ -1,12 +1,12 @@
 //! Plugins as OCI artifacts against a real registry on loopback: `push` and `pull` in the
 //! CNCF Wasm layout, read and written by the reference client (oras) the other way round,
-//! credentials (basic auth from the command line and from a docker config), and the refusals
-//! of what is not a plugin artifact.
+//! credentials (basic auth from the command line and from a docker config), the refusals of
+//! what is not a plugin artifact, and signatures that the cosign CLI verifies and makes.
 
 use std::process::Command;
 
 use operator_host_tests::host::plugin_path;
-use operator_host_tests::oci_registry::{TestRegistry, output_of};
+use operator_host_tests::oci_registry::{TestRegistry, cosign, output_of};
 use serde_json::Value;
 
 const HOST: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
@@ -225,4 +225,70 @@ async fn a_registry_behind_basic_auth_takes_the_command_lines_or_the_docker_conf
         std::fs::read(&out).unwrap(),
         std::fs::read(&plugin).unwrap()
     );
+}
+
+/// cosign's flags for a registry on loopback without a transparency log.
+const COSIGN_LOCAL: [&str; 2] = ["--allow-insecure-registry", "--allow-http-registry"];
+
+#[tokio::test]
+async fn signatures_interoperate_with_the_cosign_cli_both_ways() {
+    let registry = TestRegistry::start().await;
+    let keys = tempfile::tempdir().unwrap();
+    // The host signs; cosign verifies.
+    let ours = registry.reference("plugins/memcached:1");
+    let digest = push_memcached(&ours);
+    output_of(host(&["generate-key"]).arg(keys.path().join("publisher")));
+    output_of(
+        host(&["sign", "--plain-http", "--key"])
+            .arg(keys.path().join("publisher.key"))
+            .arg(&ours),
+    );
+    let mut verify = cosign(
+        keys.path(),
+        &[
+            "verify",
+            "--key",
+            "publisher.pub",
+            "--insecure-ignore-tlog=true",
+        ],
+    );
+    let verified = output_of(verify.args(COSIGN_LOCAL).arg(&ours));
+    assert!(
+        verified.contains(digest.rsplit('@').next().unwrap()),
+        "{verified}"
+    );
+    // cosign signs (its legacy format, no transparency log); the host verifies.
+    let theirs = registry.reference("plugins/mysql:1");
+    output_of(
+        host(&["push", "--plain-http"])
+            .arg(plugin_path("plugins", "mysql"))
+            .arg(&theirs),
+    );
+    output_of(&mut cosign(keys.path(), &["generate-key-pair"]));
+    let mut sign = cosign(
+        keys.path(),
+        &[
+            "sign",
+            "--yes",
+            "--key",
+            "cosign.key",
+            "--tlog-upload=false",
+            "--new-bundle-format=false",
+            "--use-signing-config=false",
+        ],
+    );
+    output_of(sign.args(COSIGN_LOCAL).arg(&theirs));
+    let verified = output_of(
+        host(&["verify", "--plain-http", "--key"])
+            .arg(keys.path().join("cosign.pub"))
+            .arg(&theirs),
+    );
+    assert!(verified.contains("is signed by key"), "{verified}");
+    // Not by the host's key.
+    let error = failure_of(
+        host(&["verify", "--plain-http", "--key"])
+            .arg(keys.path().join("publisher.pub"))
+            .arg(&theirs),
+    );
+    assert!(error.contains("verifies with the given key"), "{error}");
 }
