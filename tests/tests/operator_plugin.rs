@@ -22,8 +22,9 @@ use operator_host_tests::host::{plugin_path, runtime};
 use operator_host_tests::memcached::{create, memcached_resource, patch_spec};
 use operator_host_tests::oci_registry::{TestRegistry, output_of};
 use operator_host_tests::oracle::{Oracle, all_converge};
-use operator_host_tests::process_host::{Launch, ProcessHost};
+use operator_host_tests::process_host::{Launch, ProcessHost, free_local_addr, http_get};
 use serde_json::{Value, json};
+use sha2::Digest as _;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
 const BOUND: Duration = Duration::from_secs(90);
@@ -107,6 +108,15 @@ fn selector(ns: &TestNamespace) -> String {
 }
 
 fn start_host(ns: &TestNamespace, store: &Path, extra: &[&str]) -> ProcessHost {
+    start_host_serving_metrics(ns, store, extra, None)
+}
+
+fn start_host_serving_metrics(
+    ns: &TestNamespace,
+    store: &Path,
+    extra: &[&str],
+    metrics_addr: Option<std::net::SocketAddr>,
+) -> ProcessHost {
     let plugins = ns_plugins_dir();
     let selector = selector(ns);
     let mut args = vec![
@@ -123,7 +133,7 @@ fn start_host(ns: &TestNamespace, store: &Path, extra: &[&str]) -> ProcessHost {
         kubeconfig: &devcluster::cluster().kubeconfig,
         namespace: ns.name(),
         crash_after: None,
-        metrics_addr: None,
+        metrics_addr,
         args: &args,
     })
 }
@@ -394,5 +404,82 @@ async fn an_artifact_serves_only_with_a_signature_by_a_given_key() {
     wait_for_status(&api, "mysql", "no key", refused("NoKey")).await;
 
     api.delete("mysql", &Default::default()).await.unwrap();
+    ns.cleanup().await.unwrap();
+}
+
+/// The content hashes plugin `name` serves on the host whose metrics are at `metrics`.
+async fn served_hashes(metrics: std::net::SocketAddr, name: &str) -> Vec<String> {
+    let (_, text) = http_get(metrics, "/metrics").await.unwrap_or_default();
+    text.lines()
+        .filter(|line| line.contains(&format!("plugin=\"{name}\"")) && line.contains("sha256=\""))
+        .filter_map(|line| {
+            line.split("sha256=\"")
+                .nth(1)?
+                .split('"')
+                .next()
+                .map(String::from)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_leader_elected_replicas_serve_the_same_digest() {
+    let registry = TestRegistry::start().await;
+    let plugin = plugin_path("test-plugins", "hostile");
+    let source = registry.reference("plugins/hostile:1");
+    let digest = push(&plugin, &source);
+    let content_hash = hex::encode(sha2::Sha256::digest(std::fs::read(&plugin).unwrap()));
+    let ns = TestNamespace::new("oplugin-ha").await.unwrap();
+    let api = operator_plugins(ns.client());
+    let (stores, metrics): (Vec<_>, Vec<_>) = (0..2)
+        .map(|_| (tempfile::tempdir().unwrap(), free_local_addr()))
+        .unzip();
+    let hosts: Vec<ProcessHost> = (0..2)
+        .map(|i| {
+            let identity = format!("replica-{i}");
+            start_host_serving_metrics(
+                &ns,
+                stores[i].path(),
+                &[
+                    "--leader-elect",
+                    "--leader-elect-namespace",
+                    ns.name(),
+                    "--leader-elect-identity",
+                    &identity,
+                ],
+                Some(metrics[i]),
+            )
+        })
+        .collect();
+    let spec = json!({"source": source, "plainHTTP": true, "pollInterval": "2s"});
+    create_operator_plugin(&api, &ns, "hostile", spec).await;
+    // Each replica pulls into its own store and serves the same content, the standby too.
+    for (i, addr) in metrics.iter().enumerate() {
+        wait_for(
+            &format!("replica {i} to serve the digest"),
+            BOUND,
+            || async {
+                Ok((served_hashes(*addr, "hostile").await == [content_hash.clone()]).then_some(()))
+            },
+        )
+        .await
+        .unwrap();
+        assert!(
+            stores[i]
+                .path()
+                .join(format!("{}.wasm", digest.replace(':', "-")))
+                .exists()
+        );
+    }
+    // The status is the leader's.
+    wait_for_status(&api, "hostile", "the leader's status", |status| {
+        status["digest"] == digest.as_str()
+            && condition(status, "Serving").as_deref() == Some("True")
+    })
+    .await;
+    api.delete("hostile", &Default::default()).await.unwrap();
+    for host in hosts {
+        host.kill().await;
+    }
     ns.cleanup().await.unwrap();
 }
