@@ -212,6 +212,55 @@ pub struct Config {
     pub selector: Option<String>,
 }
 
+/// The controller's state: its configuration, and each resource's last resolve.
+struct Context {
+    config: Config,
+    /// By resource name: the source, what it resolved to, and when. A reconcile that the
+    /// registry's syncs trigger (to refresh `Serving`) reuses it for half a poll interval
+    /// instead of asking the registry again.
+    resolved:
+        std::sync::Mutex<std::collections::HashMap<String, (String, String, std::time::Instant)>>,
+}
+
+impl Context {
+    async fn resolve(
+        &self,
+        name: &str,
+        source: &str,
+        access: &Access,
+        poll: Duration,
+    ) -> Result<String, Error> {
+        let recent = self
+            .lock()
+            .get(name)
+            .and_then(|(resolved_source, digest, at)| {
+                (resolved_source == source && at.elapsed() < poll / 2).then(|| digest.clone())
+            });
+        if let Some(digest) = recent {
+            return Ok(digest);
+        }
+        let digest = oci::resolve(source, access).await?;
+        self.lock().insert(
+            name.to_string(),
+            (
+                source.to_string(),
+                digest.clone(),
+                std::time::Instant::now(),
+            ),
+        );
+        Ok(digest)
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<String, (String, String, std::time::Instant)>,
+    > {
+        self.resolved.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// Installs (server-side applies) the OperatorPlugin CRD and waits until it is served.
 pub async fn install_crd(client: &Client) -> Result<(), Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -272,7 +321,14 @@ pub async fn run(
     Controller::for_stream(resources, store)
         .reconcile_all_on(synced)
         .graceful_shutdown_on(stop)
-        .run(reconcile, error_policy, Arc::new(config))
+        .run(
+            reconcile,
+            error_policy,
+            Arc::new(Context {
+                config,
+                resolved: Default::default(),
+            }),
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "OperatorPlugin reconcile failed");
@@ -281,7 +337,7 @@ pub async fn run(
         .await;
 }
 
-fn error_policy(_: Arc<OperatorPlugin>, _: &Error, _: Arc<Config>) -> Action {
+fn error_policy(_: Arc<OperatorPlugin>, _: &Error, _: Arc<Context>) -> Action {
     Action::requeue(RETRY_AFTER_FAILURE)
 }
 
@@ -399,11 +455,18 @@ struct Fetched {
 
 /// The digest `resource` names now, verified, and its bytes: from the store if pulled
 /// before, else from the registry.
-async fn fetch(resource: &OperatorPlugin, config: &Config) -> Result<Fetched, Error> {
+async fn fetch(
+    resource: &OperatorPlugin,
+    context: &Context,
+    poll: Duration,
+) -> Result<Fetched, Error> {
+    let config = &context.config;
     let source = &resource.spec.source;
     let keys = required_keys(resource, config)?;
     let access = access(&resource.spec, config).await?;
-    let digest = oci::resolve(source, &access).await?;
+    let digest = context
+        .resolve(&resource.name_any(), source, &access, poll)
+        .await?;
     let signed_by = match &keys {
         Some(keys) => Some(verify(source, &digest, keys, Some(&access), &config.store).await?),
         None => None,
@@ -451,8 +514,8 @@ async fn from_store(resource: &OperatorPlugin, digest: &str, config: &Config) ->
     })
 }
 
-async fn reconcile(resource: Arc<OperatorPlugin>, config: Arc<Config>) -> Result<Action, Error> {
-    let config = config.as_ref();
+async fn reconcile(resource: Arc<OperatorPlugin>, context: Arc<Context>) -> Result<Action, Error> {
+    let config = &context.config;
     let name = resource.name_any();
     let previous = resource.status.clone().unwrap_or_default();
     let mut status = OperatorPluginStatus {
@@ -473,7 +536,7 @@ async fn reconcile(resource: Arc<OperatorPlugin>, config: Arc<Config>) -> Result
             return Ok(Action::await_change());
         }
     };
-    let requeue = match fetch(&resource, config).await {
+    let requeue = match fetch(&resource, &context, poll).await {
         Ok(fetched) => {
             set_condition(
                 &mut status,
@@ -505,13 +568,13 @@ async fn reconcile(resource: Arc<OperatorPlugin>, config: Arc<Config>) -> Result
             };
             let message = format!("{error}{keeps}");
             match &error {
-                Error::Refused { refusal, .. } => {
+                Error::Refused { refusal, digest } => {
                     set_condition(
                         &mut status,
                         "Pulled",
                         "True",
                         "Pulled",
-                        &format!("{} is pulled", resource.spec.source),
+                        &format!("{} is {digest}", resource.spec.source),
                     );
                     set_condition(&mut status, "Verified", "False", refusal.reason(), &message);
                 }
