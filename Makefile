@@ -88,12 +88,15 @@ demo:
 
 # Benchmarks on the devcluster: N Memcached CRs, the wasm host vs a native kube-rs
 # controller; re-convergence after a hot swap vs convergence from scratch; the API writes of a
-# status-counter plugin with the policy's write protections relaxed vs the defaults.
+# status-counter plugin with the policy's write protections relaxed vs the defaults; the
+# takeover after a leader is killed; a new version through an OperatorPlugin vs the plugin
+# directory.
 bench-cluster: test-plugins
 	cargo bench -p operator-host-tests --bench convergence
 	cargo bench -p operator-host-tests --bench hot_swap
 	cargo bench -p operator-host-tests --bench write_budget
 	cargo bench -p operator-host-tests --bench takeover
+	cargo bench -p operator-host-tests --bench plugin_rollout
 
 # Fuzzing (nightly + cargo-fuzz, not part of `make test`; see docs/fuzzing.md): arbitrary
 # plugin output through the plan and the policy check, for FUZZ_SECONDS. The corpus grows in
