@@ -32,23 +32,14 @@ fn test_plugin(name: &str) -> PathBuf {
 
 /// `component` with a custom section that makes its content (and hash) unique.
 fn unique_variant(component: &[u8], tag: &str) -> Vec<u8> {
-    let name = b"operator-host-bench";
-    let mut payload = vec![name.len() as u8];
-    payload.extend_from_slice(name);
-    payload.extend_from_slice(tag.as_bytes());
     let mut bytes = component.to_vec();
-    bytes.push(0); // custom section id
-    let mut size = payload.len();
-    loop {
-        let byte = (size & 0x7f) as u8;
-        size >>= 7;
-        if size == 0 {
-            bytes.push(byte);
-            break;
-        }
-        bytes.push(byte | 0x80);
-    }
-    bytes.extend_from_slice(&payload);
+    wasm_encoder::Section::append_to(
+        &wasm_encoder::CustomSection {
+            name: "operator-host-bench".into(),
+            data: tag.as_bytes().into(),
+        },
+        &mut bytes,
+    );
     bytes
 }
 

@@ -551,7 +551,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let access = registry.access()?;
             let pulled = block_on(crate::oci::pull(&reference, &access))??;
-            write_whole(&output, &pulled.bytes)?;
+            crate::files::write_whole(&output, &pulled.bytes)
+                .with_context(|| format!("writing {}", output.display()))?;
             println!(
                 "{}@{}",
                 crate::oci::repository_name(&reference)?,
@@ -564,9 +565,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             registry,
         } => {
             let access = registry.access()?;
-            let pem = std::fs::read_to_string(&key)
-                .with_context(|| format!("reading {}", key.display()))?;
-            let key = crate::signature::PrivateKey::from_pem(&pem, &key.display().to_string())?;
+            let (pem, what) = read_key(&key)?;
+            let key = crate::signature::PrivateKey::from_pem(&pem, &what)?;
             let repository = crate::oci::repository_name(&reference)?;
             block_on(async {
                 let digest = crate::oci::resolve(&reference, &access).await?;
@@ -586,9 +586,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             registry,
         } => {
             let access = registry.access()?;
-            let pem = std::fs::read_to_string(&key)
-                .with_context(|| format!("reading {}", key.display()))?;
-            let key = crate::signature::PublicKey::from_pem(&pem, &key.display().to_string())?;
+            let (pem, what) = read_key(&key)?;
+            let key = crate::signature::PublicKey::from_pem(&pem, &what)?;
             block_on(async {
                 let digest = crate::oci::resolve(&reference, &access).await?;
                 let signatures = crate::oci::pull_signatures(&reference, &digest, &access).await?;
@@ -670,20 +669,11 @@ fn block_on<F: std::future::Future>(future: F) -> anyhow::Result<F::Output> {
         .block_on(future))
 }
 
-/// Writes `bytes` to `path` through a temporary file beside it and a rename: a reader (a
-/// host watching the directory) never sees half a plugin.
-fn write_whole(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut file = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
-    std::io::Write::write_all(&mut file, bytes)
-        .with_context(|| format!("writing {}", path.display()))?;
-    file.persist(path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+/// A key file's PEM, and its name for messages.
+fn read_key(path: &Path) -> anyhow::Result<(String, String)> {
+    let pem =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok((pem, path.display().to_string()))
 }
 
 fn load(runtime: &Arc<Runtime>, path: &Path) -> Result<Plugin, crate::plugin::Error> {

@@ -17,6 +17,7 @@
 pub mod cli;
 pub mod controller;
 pub mod faults;
+pub mod files;
 pub mod leader;
 pub mod metrics;
 pub mod oci;

@@ -215,6 +215,16 @@ pub fn sha256_digest(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
+/// A client for `reference`'s registry and the credentials to send it.
+async fn connect(reference: &Reference, access: &Access) -> Result<(Client, RegistryAuth), Error> {
+    let client = client(reference, access)?;
+    let auth = access
+        .auth
+        .for_registry(reference.resolve_registry())
+        .await?;
+    Ok((client, auth))
+}
+
 /// A client for `reference`'s registry.
 fn client(reference: &Reference, access: &Access) -> Result<Client, Error> {
     // reqwest's rustls needs a process-wide crypto provider; kube brings ring. An error only
@@ -239,8 +249,7 @@ pub async fn push(
     access: &Access,
 ) -> Result<String, Error> {
     let parsed = parse_reference(reference)?;
-    let client = client(&parsed, access)?;
-    let auth = access.auth.for_registry(parsed.resolve_registry()).await?;
+    let (client, auth) = connect(&parsed, access).await?;
     let failed = |what| {
         move |source| Error::Push {
             reference: reference.into(),
@@ -325,8 +334,7 @@ pub async fn resolve(reference: &str, access: &Access) -> Result<String, Error> 
     if let Some(digest) = parsed.digest() {
         return Ok(digest.to_string());
     }
-    let client = client(&parsed, access)?;
-    let auth = access.auth.for_registry(parsed.resolve_registry()).await?;
+    let (client, auth) = connect(&parsed, access).await?;
     client
         .fetch_manifest_digest(&parsed, &auth)
         .await
@@ -341,8 +349,7 @@ pub async fn resolve(reference: &str, access: &Access) -> Result<String, Error> 
 /// Wasm artifact of one component no larger than `access.max_plugin_bytes`.
 pub async fn pull(reference: &str, access: &Access) -> Result<Pulled, Error> {
     let parsed = parse_reference(reference)?;
-    let client = client(&parsed, access)?;
-    let auth = access.auth.for_registry(parsed.resolve_registry()).await?;
+    let (client, auth) = connect(&parsed, access).await?;
     let failed = |what| {
         move |source| Error::Pull {
             reference: reference.into(),
@@ -433,9 +440,19 @@ pub async fn pull_signatures(
     access: &Access,
 ) -> Result<Vec<crate::signature::Stored>, Error> {
     let parsed = parse_reference(reference)?;
-    let client = client(&parsed, access)?;
-    let auth = access.auth.for_registry(parsed.resolve_registry()).await?;
-    let signatures = signature_reference(&parsed, digest);
+    let (client, auth) = connect(&parsed, access).await?;
+    signatures_of(&client, &auth, &parsed, reference, digest).await
+}
+
+/// [`pull_signatures`] on a connection made already.
+async fn signatures_of(
+    client: &Client,
+    auth: &RegistryAuth,
+    parsed: &Reference,
+    reference: &str,
+    digest: &str,
+) -> Result<Vec<crate::signature::Stored>, Error> {
+    let signatures = signature_reference(parsed, digest);
     let failed = |what| {
         move |source| Error::Pull {
             reference: format!("{reference} ({})", crate::signature::signature_tag(digest)),
@@ -443,7 +460,7 @@ pub async fn pull_signatures(
             source,
         }
     };
-    let manifest = match client.pull_image_manifest(&signatures, &auth).await {
+    let manifest = match client.pull_image_manifest(&signatures, auth).await {
         Ok((manifest, _)) => manifest,
         Err(error) if is_not_found(&error) => return Ok(Vec::new()),
         Err(error) => return Err(failed("the signatures")(error)),
@@ -483,14 +500,13 @@ pub async fn push_signature(
     signature: crate::signature::Stored,
     access: &Access,
 ) -> Result<(), Error> {
-    let mut all = pull_signatures(reference, digest, access).await?;
+    let parsed = parse_reference(reference)?;
+    let (client, auth) = connect(&parsed, access).await?;
+    let mut all = signatures_of(&client, &auth, &parsed, reference, digest).await?;
     if all.contains(&signature) {
         return Ok(());
     }
     all.push(signature);
-    let parsed = parse_reference(reference)?;
-    let client = client(&parsed, access)?;
-    let auth = access.auth.for_registry(parsed.resolve_registry()).await?;
     let signatures = signature_reference(&parsed, digest);
     let failed = |what| {
         move |source| Error::Push {

@@ -183,17 +183,11 @@ impl DigestStore {
             .join(format!("{}.sig.json", digest.replace(':', "-")))
     }
 
-    /// Writes whole or not at all (a temporary file renamed into place).
     fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), Error> {
-        let failed = |source| Error::Store {
+        crate::files::write_whole(path, bytes).map_err(|source| Error::Store {
             dir: self.dir.clone(),
             source,
-        };
-        std::fs::create_dir_all(&self.dir).map_err(failed)?;
-        let mut file = tempfile::NamedTempFile::new_in(&self.dir).map_err(failed)?;
-        std::io::Write::write_all(&mut file, bytes).map_err(failed)?;
-        file.persist(path).map_err(|e| failed(e.error))?;
-        Ok(())
+        })
     }
 }
 

@@ -133,6 +133,11 @@ impl ClusterPlugins {
         PathBuf::from(format!("OperatorPlugin/{name}"))
     }
 
+    /// Whether `id` is the identity of one of the cluster's plugins (not a file).
+    pub fn is_id(id: &Path) -> bool {
+        id.starts_with("OperatorPlugin")
+    }
+
     /// Offers the artifact `digest` (its component `bytes`) as plugin `name`; the registry
     /// rescans if that changed anything.
     pub fn offer(&self, name: &str, digest: &str, bytes: Arc<[u8]>) {
@@ -378,7 +383,7 @@ impl Registry {
         // itself must not reach another plugin's policy entry.
         let file_name = file_stem(path);
         if plugin.decl.name != file_name {
-            let fix = if path.starts_with("OperatorPlugin") {
+            let fix = if ClusterPlugins::is_id(path) {
                 format!("name the OperatorPlugin {:?}", plugin.decl.name)
             } else {
                 format!("rename the file to {}.wasm", plugin.decl.name)

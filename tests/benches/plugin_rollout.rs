@@ -17,13 +17,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use operator_host_tests::devcluster::{self, TestNamespace};
 use operator_host_tests::election::plugin_dir;
 use operator_host_tests::host::plugin_path;
 use operator_host_tests::memcached::{create, memcached_resource};
-use operator_host_tests::oci_registry::{TestRegistry, output_of};
+use operator_host_tests::oci_registry::TestRegistry;
+use operator_host_tests::operator_plugins;
 use operator_host_tests::process_host::{Launch, ProcessHost};
 use serde_json::json;
 
@@ -33,37 +33,19 @@ const V2_ANNOTATION: &str = "cache.example.com/plugin-variant";
 
 /// `bytes` with a custom section naming `round`: the same component, new content.
 fn variant(bytes: &[u8], round: &str) -> Vec<u8> {
-    fn leb(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    let name = b"operator-host-bench";
-    let mut body = Vec::new();
-    leb(name.len(), &mut body);
-    body.extend_from_slice(name);
-    body.extend_from_slice(round.as_bytes());
     let mut out = bytes.to_vec();
-    out.push(0); // custom section
-    leb(body.len(), &mut out);
-    out.extend_from_slice(&body);
+    wasm_encoder::Section::append_to(
+        &wasm_encoder::CustomSection {
+            name: "operator-host-bench".into(),
+            data: round.as_bytes().into(),
+        },
+        &mut out,
+    );
     out
 }
 
 fn push(plugin: &Path, reference: &str) -> String {
-    let printed = output_of(
-        std::process::Command::new(BINARY)
-            .args(["push", "--plain-http"])
-            .arg(plugin)
-            .arg(reference),
-    );
-    printed.trim().rsplit('@').next().unwrap().to_string()
+    operator_plugins::push(BINARY, plugin, reference)
 }
 
 fn host(ns: &TestNamespace, plugins: &Path, args: &[&str]) -> ProcessHost {
@@ -137,6 +119,13 @@ impl Delivery for ThroughDirectory {
     }
 }
 
+/// Delivers `plugin` and waits until the CR's Deployment shows it (`v2` or not); how long.
+async fn swap(delivery: &impl Delivery, ns: &TestNamespace, plugin: &Path, v2: bool) -> Duration {
+    let started = Instant::now();
+    delivery.deliver(plugin).await;
+    wait_variant(ns, v2, started).await
+}
+
 /// (miss, hit) per round: a new version, back to v1, the same version again.
 async fn measure(
     delivery: &impl Delivery,
@@ -146,18 +135,10 @@ async fn measure(
 ) -> (Vec<Duration>, Vec<Duration>) {
     let (mut misses, mut hits) = (Vec::new(), Vec::new());
     for version in versions {
-        let started = Instant::now();
-        delivery.deliver(version).await;
-        misses.push(wait_variant(ns, true, started).await);
-        let started = Instant::now();
-        delivery.deliver(v1).await;
-        wait_variant(ns, false, started).await;
-        let started = Instant::now();
-        delivery.deliver(version).await;
-        hits.push(wait_variant(ns, true, started).await);
-        let started = Instant::now();
-        delivery.deliver(v1).await;
-        wait_variant(ns, false, started).await;
+        misses.push(swap(delivery, ns, version, true).await);
+        swap(delivery, ns, v1, false).await;
+        hits.push(swap(delivery, ns, version, true).await);
+        swap(delivery, ns, v1, false).await;
     }
     (misses, hits)
 }
@@ -195,27 +176,8 @@ async fn main() {
     let registry = TestRegistry::start().await;
     let ns = TestNamespace::new("bench-rollout").await.unwrap();
     let store = work.path().join("store");
-    let empty = work.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
-    let selector = format!("operator-host.dev/bench={}", ns.name());
-    let _registry_host = host(
-        &ns,
-        &empty,
-        &[
-            "--plugins-from-cluster",
-            "--plugin-store",
-            store.to_str().unwrap(),
-            "--operator-plugin-selector",
-            &selector,
-        ],
-    );
-    let api = Api::all_with(
-        ns.client(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("operator-host.dev", "v1alpha1", "OperatorPlugin"),
-            "operatorplugins",
-        ),
-    );
+    let _registry_host = operator_plugins::start_host(BINARY, &ns, &store, &[], None);
+    let api = operator_plugins::api(ns.client());
     let registry_versions = versions("registry");
     let references: std::collections::HashMap<PathBuf, String> = std::iter::once(&v1)
         .chain(&registry_versions)
@@ -228,19 +190,8 @@ async fn main() {
             )
         })
         .collect();
-    let resource: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "operator-host.dev/v1alpha1",
-        "kind": "OperatorPlugin",
-        "metadata": {"name": "memcached", "labels": {"operator-host.dev/bench": ns.name()}},
-        "spec": {"source": references[&v1], "plainHTTP": true},
-    }))
-    .unwrap();
-    let _ = api.delete("memcached", &Default::default()).await;
-    wait_for("the OperatorPlugin", BOUND, || async {
-        Ok(api.create(&PostParams::default(), &resource).await.ok())
-    })
-    .await
-    .unwrap();
+    let spec = json!({"source": references[&v1], "plainHTTP": true});
+    operator_plugins::create(&api, &ns, "memcached", spec, BOUND).await;
     let parents = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
     create(&parents, &memcached_resource(), "m", json!({"size": 1})).await;
     wait_variant(&ns, false, Instant::now()).await;

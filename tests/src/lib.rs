@@ -9,6 +9,7 @@ pub mod manifests;
 pub mod memcached;
 pub mod mysql;
 pub mod oci_registry;
+pub mod operator_plugins;
 pub mod oracle;
 pub mod process_host;
 pub mod service_account;

@@ -13,40 +13,21 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use operator_host::plugin::Plugin;
-use operator_host_tests::devcluster::{self, TestNamespace, wait_for};
+use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::election::plugin_dir;
 use operator_host_tests::host::{plugin_path, runtime};
 use operator_host_tests::memcached::{create, memcached_resource, patch_spec};
 use operator_host_tests::oci_registry::{TestRegistry, output_of};
+use operator_host_tests::operator_plugins;
 use operator_host_tests::oracle::{Oracle, all_converge};
-use operator_host_tests::process_host::{Launch, ProcessHost, free_local_addr, http_get};
+use operator_host_tests::process_host::{ProcessHost, free_local_addr, http_get};
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
 const BOUND: Duration = Duration::from_secs(90);
-
-fn operator_plugins(client: kube::Client) -> Api<DynamicObject> {
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("operator-host.dev", "v1alpha1", "OperatorPlugin"),
-        "operatorplugins",
-    );
-    Api::all_with(client, &resource)
-}
-
-/// `host push` of `plugin` to `reference`; the digest it printed.
-fn push(plugin: &std::path::Path, reference: &str) -> String {
-    let printed = output_of(
-        std::process::Command::new(BINARY)
-            .args(["push", "--plain-http"])
-            .arg(plugin)
-            .arg(reference),
-    );
-    printed.trim().rsplit('@').next().unwrap().to_string()
-}
 
 /// Waits until the resource's status says `digest` serves (or, with `pulled: false`, that
 /// the last pull failed while `digest` still serves); returns the status.
@@ -59,11 +40,11 @@ async fn wait_status(api: &Api<DynamicObject>, digest: &str, pulled: bool, when:
     .await
 }
 
+/// The status (True, False, Unknown) of condition `kind`.
 fn condition(status: &Value, kind: &str) -> Option<String> {
-    status["conditions"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["type"] == kind))
-        .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+    condition_of(status, kind)["status"]
+        .as_str()
+        .map(String::from)
 }
 
 /// The condition `kind` of `status` whole (reason, message).
@@ -102,77 +83,21 @@ async fn set_source(api: &Api<DynamicObject>, source: &str) {
     .unwrap();
 }
 
-/// The label that selects a test's OperatorPlugins for its host.
-fn selector(ns: &TestNamespace) -> String {
-    format!("operator-host.dev/test={}", ns.name())
-}
-
 fn start_host(ns: &TestNamespace, store: &Path, extra: &[&str]) -> ProcessHost {
-    start_host_serving_metrics(ns, store, extra, None)
+    operator_plugins::start_host(BINARY, ns, store, extra, None)
 }
 
-fn start_host_serving_metrics(
-    ns: &TestNamespace,
-    store: &Path,
-    extra: &[&str],
-    metrics_addr: Option<std::net::SocketAddr>,
-) -> ProcessHost {
-    let plugins = ns_plugins_dir();
-    let selector = selector(ns);
-    let mut args = vec![
-        "--plugins-from-cluster",
-        "--plugin-store",
-        store.to_str().unwrap(),
-        "--operator-plugin-selector",
-        &selector,
-    ];
-    args.extend_from_slice(extra);
-    ProcessHost::start(&Launch {
-        binary: BINARY.as_ref(),
-        plugins: &plugins,
-        kubeconfig: &devcluster::cluster().kubeconfig,
-        namespace: ns.name(),
-        crash_after: None,
-        metrics_addr,
-        args: &args,
-    })
+fn push(plugin: &Path, reference: &str) -> String {
+    operator_plugins::push(BINARY, plugin, reference)
 }
 
-/// An empty plugin directory: these hosts serve only the cluster's plugins.
-fn ns_plugins_dir() -> std::path::PathBuf {
-    tempfile::tempdir().unwrap().keep()
-}
-
-/// Creates OperatorPlugin `name` with `spec`, labelled for `ns`'s host (retried until the
-/// host has installed the CRD).
 async fn create_operator_plugin(
     api: &Api<DynamicObject>,
     ns: &TestNamespace,
     name: &str,
     spec: Value,
 ) {
-    let (label, value) = selector(ns)
-        .split_once('=')
-        .map(|(l, v)| (l.to_string(), v.to_string()))
-        .unwrap();
-    let resource: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "operator-host.dev/v1alpha1",
-        "kind": "OperatorPlugin",
-        "metadata": {"name": name, "labels": {label: value}},
-        "spec": spec,
-    }))
-    .unwrap();
-    // A CRD that another host is still updating may prune fields it does not know yet: the
-    // resource is made again until the API server keeps its whole spec.
-    wait_for("the OperatorPlugin to be created whole", BOUND, || async {
-        let _ = api.delete(name, &Default::default()).await;
-        let Ok(created) = api.create(&PostParams::default(), &resource).await else {
-            return Ok(None);
-        };
-        Ok((created.data["spec"] == resource.data["spec"]).then_some(()))
-    })
-    .await
-    .unwrap();
+    operator_plugins::create(api, ns, name, spec, BOUND).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,7 +115,7 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
     let ns = TestNamespace::new("oplugin").await.unwrap();
     let store = tempfile::tempdir().unwrap();
     let host = start_host(&ns, store.path(), &[]);
-    let api = operator_plugins(ns.client());
+    let api = operator_plugins::api(ns.client());
     let spec = json!({
         "source": registry.reference("plugins/memcached:1"),
         "plainHTTP": true,
@@ -334,7 +259,7 @@ async fn an_artifact_serves_only_with_a_signature_by_a_given_key() {
     )
     .unwrap();
     let _host = start_host(&ns, store.path(), &["--policy", policy.to_str().unwrap()]);
-    let api = operator_plugins(ns.client());
+    let api = operator_plugins::api(ns.client());
     let spec = json!({
         "source": first,
         "plainHTTP": true,
@@ -430,14 +355,15 @@ async fn two_leader_elected_replicas_serve_the_same_digest() {
     let digest = push(&plugin, &source);
     let content_hash = hex::encode(sha2::Sha256::digest(std::fs::read(&plugin).unwrap()));
     let ns = TestNamespace::new("oplugin-ha").await.unwrap();
-    let api = operator_plugins(ns.client());
+    let api = operator_plugins::api(ns.client());
     let (stores, metrics): (Vec<_>, Vec<_>) = (0..2)
         .map(|_| (tempfile::tempdir().unwrap(), free_local_addr()))
         .unzip();
     let hosts: Vec<ProcessHost> = (0..2)
         .map(|i| {
             let identity = format!("replica-{i}");
-            start_host_serving_metrics(
+            operator_plugins::start_host(
+                BINARY,
                 &ns,
                 stores[i].path(),
                 &[

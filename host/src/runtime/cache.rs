@@ -112,22 +112,6 @@ fn deserialize(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
 
 fn store(component: &Component, path: &Path) -> std::io::Result<()> {
     let bytes = component.serialize().map_err(std::io::Error::other)?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    // Write then rename, so a concurrent reader never sees a half-written artifact.
-    let tmp = tempfile_in(dir)?;
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
-}
-
-fn tempfile_in(dir: &Path) -> std::io::Result<PathBuf> {
-    let unique = format!(
-        ".tmp-{}-{:?}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-    );
-    Ok(dir.join(unique))
+    // Whole, so a concurrent reader never sees a half-written artifact.
+    crate::files::write_whole(path, &bytes)
 }
