@@ -353,6 +353,23 @@ fn exit_code(error: &anyhow::Error) -> u8 {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    // `run` catches SIGTERM before anything else: a pod stopped while the host starts must
+    // still end cleanly, not by the signal's default action.
+    let serving = match cli.command {
+        Command::Run { .. } => {
+            let async_runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?;
+            let shutdown = {
+                let _context = async_runtime.enter();
+                controller::ShutdownSignal::install()
+                    .context("installing the SIGTERM and SIGINT handlers")?
+            };
+            Some((async_runtime, shutdown))
+        }
+        _ => None,
+    };
     // The policy's limits apply on top of the command line's; its largest memory limit
     // sizes the runtime's instance slots.
     let mut config = runtime_config(&cli.runtime);
@@ -419,11 +436,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(_) => Leadership::candidate(),
                 None => Leadership::unelected(),
             };
-            tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("starting the async runtime")?
-                .block_on(async move {
+            let (async_runtime, shutdown) =
+                serving.expect("the async runtime is started for every `run`");
+            async_runtime.block_on(async move {
                     let kube_config = kube_config(kubeconfig.as_deref()).await?;
                     // Every write of the host goes through the fence; only the Lease's own
                     // renewals do not.
@@ -460,7 +475,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         leader_election,
                         cluster_plugins,
                     };
-                    controller::run(client, runtime, config).await?;
+                    controller::run(client, runtime, config, shutdown).await?;
                     anyhow::Ok(())
                 })?;
         }

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use kube::Api;
 use kube::api::DynamicObject;
+use operator_host::plugin::Plugin;
 use operator_host_tests::devcluster::{self, TestNamespace};
-use operator_host_tests::host::plugin_path;
+use operator_host_tests::host::{plugin_path, runtime};
 use operator_host_tests::memcached::{create, memcached_resource};
 use operator_host_tests::process_host::{Launch, ProcessHost, free_local_addr, http_status};
 use serde_json::json;
@@ -40,6 +41,11 @@ async fn every_start_becomes_ready_and_every_sigterm_ends_the_host_within_ten_se
         )
         .unwrap();
     }
+    // The CRs are created before any host runs, so their CRD must exist first.
+    let memcached = Plugin::load(&runtime(), &plugins.path().join("memcached.wasm")).unwrap();
+    operator_host::controller::install_crd(&ns.client(), &memcached)
+        .await
+        .unwrap();
     let memcacheds: Api<DynamicObject> =
         Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
     for i in 0..5 {

@@ -659,14 +659,19 @@ impl Supervisor {
 }
 
 /// Serves every plugin in `config.plugins_dir`, following changes to the directory, until
-/// SIGTERM or SIGINT.
-pub async fn run(client: Client, runtime: Arc<Runtime>, config: RunConfig) -> Result<(), RunError> {
+/// `shutdown` has received SIGTERM or SIGINT.
+pub async fn run(
+    client: Client,
+    runtime: Arc<Runtime>,
+    config: RunConfig,
+    shutdown: ShutdownSignal,
+) -> Result<(), RunError> {
     let metrics = Arc::new(Metrics::new());
     if let Some(addr) = config.metrics_addr {
         let bound = metrics.clone().serve(addr).await?;
         tracing::info!(%bound, "serving /metrics, /healthz and /readyz");
     }
-    run_with_metrics(client, runtime, config, metrics, shutdown_signal()).await
+    run_with_metrics(client, runtime, config, metrics, shutdown.received()).await
 }
 
 /// [`run`] with the caller's metrics, until `shutdown` resolves (tests use both).
@@ -820,18 +825,31 @@ fn lock(registry: &Mutex<Registry>) -> std::sync::MutexGuard<'_, Registry> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// SIGTERM and SIGINT, caught from the moment [`ShutdownSignal::install`] returns: a signal
+/// that arrives while the host is still starting (loading plugins, reaching the API server)
+/// is kept and ends the host as soon as it can stop, instead of killing it with the default
+/// action before the handler would otherwise be in place.
+pub struct ShutdownSignal {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignal {
+    /// Replaces the default actions of SIGTERM and SIGINT; needs a Tokio runtime context.
+    pub fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// Resolves once either signal has arrived, also one that arrived before this was polled.
+    pub async fn received(mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate => {}
     }
 }
 
