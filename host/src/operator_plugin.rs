@@ -24,7 +24,7 @@ use serde_json::json;
 use crate::controller::FIELD_MANAGER;
 use crate::leader::Leadership;
 use crate::oci::{self, Access, Credentials};
-use crate::registry::{ClusterPlugins, Outcome};
+use crate::registry::{ClusterOffer, ClusterPlugins, Outcome};
 
 /// How often a tag is resolved again unless the resource says otherwise.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
@@ -65,6 +65,13 @@ pub struct OperatorPluginSpec {
     /// refused and the previous version keeps serving.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<Verify>,
+    /// This plugin's entry in the host's policy: the fields of an entry under `plugins` of
+    /// the policy file (kinds, namespaces, allowSecrets, podSecurity, limits, ...), resolved
+    /// over the file's `defaults`. Refused if the file has an entry for this plugin itself;
+    /// requireSignature and signatureKeys stay the file's. A change is a hot swap, refused
+    /// (the previous policy keeps applying) if it is invalid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::policy::Rules>,
 }
 
 /// Which signatures an artifact must carry.
@@ -539,7 +546,7 @@ async fn reconcile(resource: Arc<OperatorPlugin>, context: Arc<Context>) -> Resu
                 "Pulled",
                 &format!("{} is {}", resource.spec.source, fetched.digest),
             );
-            offer(&mut status, config, &name, fetched);
+            offer(&mut status, config, &resource, fetched);
             // A digest never changes; a tag is resolved again.
             if resource.spec.source.contains('@') {
                 None
@@ -554,8 +561,11 @@ async fn reconcile(resource: Arc<OperatorPlugin>, context: Arc<Context>) -> Resu
                 && config.cluster.offered_digest(&name).is_none()
                 && let Some(fetched) = from_store(&resource, digest, config).await
             {
-                offer(&mut status, config, &name, fetched);
+                offer(&mut status, config, &resource, fetched);
             }
+            config
+                .cluster
+                .set_policy(&name, resource.spec.policy.clone());
             let keeps = match config.cluster.offered_digest(&name) {
                 Some(digest) => format!("; {digest} keeps serving"),
                 None => String::new(),
@@ -585,9 +595,23 @@ async fn reconcile(resource: Arc<OperatorPlugin>, context: Arc<Context>) -> Resu
 }
 
 /// Offers `fetched` to the registry and says so in `status`.
-fn offer(status: &mut OperatorPluginStatus, config: &Config, name: &str, fetched: Fetched) {
+fn offer(
+    status: &mut OperatorPluginStatus,
+    config: &Config,
+    resource: &OperatorPlugin,
+    fetched: Fetched,
+) {
+    let name = resource.name_any();
+    let name = name.as_str();
     let content_hash = oci::sha256_digest(&fetched.bytes);
-    config.cluster.offer(name, &fetched.digest, fetched.bytes);
+    config.cluster.offer(
+        name,
+        ClusterOffer {
+            digest: fetched.digest.clone(),
+            bytes: fetched.bytes,
+            policy: resource.spec.policy.clone(),
+        },
+    );
     match &fetched.signed_by {
         Some(key) => set_condition(
             status,
@@ -642,7 +666,7 @@ fn serving_condition(
             _,
         )) if content_hash == hex => {
             let keeps = if serving.is_some() {
-                "; the previous version keeps serving"
+                "; what served before keeps serving"
             } else {
                 ""
             };
@@ -747,6 +771,7 @@ mod tests {
             plain_http: false,
             pull_secret: None,
             verify: None,
+            policy: None,
         };
         assert_eq!(
             poll_interval(&spec("30s")).unwrap(),

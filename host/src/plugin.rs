@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
+use crate::policy::Policy;
 use crate::runtime::{self, CallError, CompiledPlugin, GroupVersionKind, Runtime};
 
 /// Why a plugin could not be loaded.
@@ -102,12 +103,17 @@ pub struct Declaration {
     pub crd: CustomResourceDefinition,
 }
 
-/// A plugin ready to reconcile: its validated declaration plus the compiled component.
+/// A plugin ready to reconcile: its validated declaration, the compiled component, and the
+/// policy it serves under.
 #[derive(Debug, Clone)]
 pub struct Plugin {
     pub path: PathBuf,
     pub decl: Declaration,
     pub compiled: CompiledPlugin,
+    /// The host's policy, with the plugin's own entry if its OperatorPlugin gives one
+    /// (`spec.policy`); [`Policy::default`] until the registry loads it under a policy. It
+    /// travels with the content, so a swap changes both at once.
+    pub policy: Arc<Policy>,
 }
 
 impl Plugin {
@@ -153,6 +159,7 @@ impl Plugin {
                 crd,
             },
             compiled,
+            policy: Arc::new(Policy::default()),
         })
     }
 }

@@ -40,7 +40,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::plan::{DEFAULT_MAX_CHILDREN, MANAGED_BY_LABEL, Plan, PlanError, RESERVED_PREFIX};
@@ -89,6 +90,13 @@ pub enum Error {
         found: String,
         expected: String,
     },
+    #[error("{owner} is invalid: {field} is {found}, expected {expected}")]
+    ValidateEntry {
+        owner: String,
+        field: String,
+        found: String,
+        expected: String,
+    },
     #[error("the policy refuses plugin {plugin} ({parent}): {problem}")]
     Admit {
         plugin: String,
@@ -113,14 +121,18 @@ impl From<PolicyViolation> for PlanError {
 /// Per-call limits of a plugin as a policy writes them; an absent field keeps the value of
 /// `defaults`, or the command line's (`--call-timeout-ms`, `--memory-limit-mib`,
 /// `--max-response-mib`), or two calls per core for `maxConcurrentCalls`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PolicyLimits {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub call_timeout_ms: Option<u64>,
     #[serde(rename = "memoryMiB")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_mib: Option<usize>,
     #[serde(rename = "maxResponseMiB")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_response_mib: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_concurrent_calls: Option<usize>,
 }
 
@@ -137,16 +149,18 @@ impl PolicyLimits {
 }
 
 /// The API writes a plugin's reconciles may cause, as a policy writes them.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WriteBudget {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub per_second: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub burst: Option<u32>,
 }
 
 /// Which Secrets a pod template in a plugin's output may reference (volumes, projected
 /// sources, `env`, `envFrom`, `imagePullSecrets`, volume plugins' secret references).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum SecretReferences {
     /// Secrets whose name appears as a value in the parent's spec (the CR's author chose
@@ -160,7 +174,7 @@ pub enum SecretReferences {
 }
 
 /// Which ServiceAccounts a pod template in a plugin's output may run as.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ServiceAccountReferences {
     /// The namespace's `default`, or one the plugin returns as a child for the same parent.
@@ -202,26 +216,44 @@ pub enum ServiceAccountReferences {
 ///   directory is the administrator's own: pin it with `sha256`).
 /// - `signatureKeys`: none; PEM public keys (ECDSA P-256) trusted for every plugin of this
 ///   entry, besides its OperatorPlugin's `spec.verify.keys`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Rules {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub kinds: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_cluster_scoped: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_rbac: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_secrets: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_service_account_tokens: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pod_security: Option<PodSecurityLevel>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub secret_references: Option<SecretReferences>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub service_account_references: Option<ServiceAccountReferences>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub parent_groups: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_children: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_requeue_seconds: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub write_budget: Option<WriteBudget>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub status_churn_limit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<PolicyLimits>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub require_signature: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub signature_keys: Option<Vec<String>>,
 }
 
@@ -516,6 +548,47 @@ impl Policy {
             plugins.insert(name, typed(rules, &field, &invalid)?);
         }
         Ok(Policy::from_typed(defaults, plugins))
+    }
+
+    /// This policy with `rules` as the entry of `plugin`, as an OperatorPlugin's
+    /// `spec.policy` gives it (`owner` names it in errors); the entry resolves over
+    /// `defaults` as an entry of the file does. The file stays the host administrator's
+    /// word: a plugin it has an entry for cannot be given another, and whether signatures
+    /// are required, and by which keys beyond `spec.verify`, is not an entry's to say.
+    pub fn with_entry(&self, plugin: &str, rules: Rules, owner: &str) -> Result<Policy, Error> {
+        let invalid = |field: &str, found: String, expected: &str| Error::ValidateEntry {
+            owner: owner.to_string(),
+            field: field.to_string(),
+            found,
+            expected: expected.to_string(),
+        };
+        if self.plugins.contains_key(plugin) {
+            return Err(invalid(
+                "spec.policy",
+                "set".into(),
+                &format!(
+                    "no value: the host's policy file has an entry for {plugin}, which applies \
+                     instead; remove one of the two"
+                ),
+            ));
+        }
+        if rules.require_signature.is_some() {
+            return Err(invalid(
+                "spec.policy.requireSignature",
+                "set".into(),
+                "no value: the host's policy file says whether signatures are required",
+            ));
+        }
+        if rules.signature_keys.is_some() {
+            return Err(invalid(
+                "spec.policy.signatureKeys",
+                "set".into(),
+                "no value: spec.verify.keys names the keys of this plugin",
+            ));
+        }
+        let mut plugins = self.plugins.clone();
+        plugins.insert(plugin.to_string(), typed(rules, "spec.policy", &invalid)?);
+        Ok(Policy::from_typed(self.defaults.clone(), plugins))
     }
 
     /// The policy with every limit that `defaults` leaves unset taken from `base` (the

@@ -20,7 +20,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::metrics::{Metrics, ReloadLabels, VersionLabels};
 use crate::plugin::{self, Plugin};
-use crate::policy::Policy;
+use crate::policy::{Policy, Rules};
 use crate::runtime::{Runtime, Tier};
 
 /// Why the plugin directory could not be read.
@@ -54,11 +54,14 @@ impl Proposal {
         }
     }
 
-    /// Whether a replacement needs a new controller: the watched kinds changed.
+    /// Whether a replacement needs a new controller: the watched kinds changed, or the
+    /// policy (which sets the watched kinds, the write budget and the call slots).
     pub fn needs_restart(&self) -> bool {
         match self {
             Proposal::Replace { old, new } => {
-                old.decl.parent != new.decl.parent || old.decl.children != new.decl.children
+                old.decl.parent != new.decl.parent
+                    || old.decl.children != new.decl.children
+                    || old.policy != new.policy
             }
             _ => false,
         }
@@ -76,11 +79,21 @@ pub struct TierUp {
 #[derive(Debug, Default)]
 struct Entry {
     served: Option<Arc<Plugin>>,
-    /// Content that failed to load, so an unchanged broken file is not reloaded in a loop.
-    rejected_hash: Option<String>,
+    /// What the last scan found offered: the content hash, and for a plugin of the cluster
+    /// the policy entry it comes with.
+    offered: Offered,
+    /// An offer that failed to load, so an unchanged broken file is not reloaded in a loop.
+    rejected: Option<Offered>,
     /// The last content refused (its hash, and why), also for a reason that is retried (a
     /// kind another plugin serves): what the cluster's status says.
     refusal: Option<(String, String)>,
+}
+
+/// Content and policy entry offered under an identity: what a refusal is remembered by.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Offered {
+    content_hash: String,
+    entry: Option<Rules>,
 }
 
 /// What became of the content offered under an identity, as the last scan left it.
@@ -109,10 +122,21 @@ pub struct ClusterPlugins {
     synced: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
+/// A plugin of the cluster as its OperatorPlugin offers it.
+#[derive(Debug, Clone)]
+pub struct ClusterOffer {
+    /// The artifact's manifest digest.
+    pub digest: String,
+    /// The component.
+    pub bytes: Arc<[u8]>,
+    /// Its policy entry (`spec.policy`), if it has one.
+    pub policy: Option<Rules>,
+}
+
 #[derive(Debug, Default)]
 struct ClusterState {
-    /// By name: the manifest digest and the component's bytes.
-    offered: BTreeMap<String, (String, Arc<[u8]>)>,
+    /// By name.
+    offered: BTreeMap<String, ClusterOffer>,
     /// By name: what the last sync made of it, and the name and version that serve.
     outcomes: BTreeMap<String, (Outcome, Option<(String, String)>)>,
 }
@@ -138,14 +162,25 @@ impl ClusterPlugins {
         id.starts_with("OperatorPlugin")
     }
 
-    /// Offers the artifact `digest` (its component `bytes`) as plugin `name`; the registry
-    /// rescans if that changed anything.
-    pub fn offer(&self, name: &str, digest: &str, bytes: Arc<[u8]>) {
-        let previous = self
-            .lock()
-            .offered
-            .insert(name.to_string(), (digest.to_string(), bytes));
-        if previous.is_none_or(|(previous, _)| previous != digest) {
+    /// Offers an artifact as plugin `name`; the registry rescans if that changed anything.
+    pub fn offer(&self, name: &str, offer: ClusterOffer) {
+        let changed = |previous: &ClusterOffer| {
+            previous.digest != offer.digest || previous.policy != offer.policy
+        };
+        let previous = self.lock().offered.insert(name.to_string(), offer.clone());
+        if previous.is_none_or(|previous| changed(&previous)) {
+            self.changed.notify_one();
+        }
+    }
+
+    /// Gives the plugin offered as `name` (if any) the policy entry `policy`, without a new
+    /// pull: a policy change takes effect while the registry is unreachable.
+    pub fn set_policy(&self, name: &str, policy: Option<Rules>) {
+        let mut state = self.lock();
+        if let Some(offer) = state.offered.get_mut(name)
+            && offer.policy != policy
+        {
+            offer.policy = policy;
             self.changed.notify_one();
         }
     }
@@ -155,7 +190,7 @@ impl ClusterPlugins {
         self.lock()
             .offered
             .get(name)
-            .map(|(digest, _)| digest.clone())
+            .map(|offer| offer.digest.clone())
     }
 
     /// Withdraws every plugin whose name `keep` refuses (their resources are gone); the
@@ -190,11 +225,11 @@ impl ClusterPlugins {
         .boxed()
     }
 
-    fn snapshot(&self) -> BTreeMap<PathBuf, Arc<[u8]>> {
+    fn snapshot(&self) -> BTreeMap<PathBuf, ClusterOffer> {
         self.lock()
             .offered
             .iter()
-            .map(|(name, (_, bytes))| (Self::id(name), bytes.clone()))
+            .map(|(name, offer)| (Self::id(name), offer.clone()))
             .collect()
     }
 
@@ -210,7 +245,7 @@ pub struct Registry {
     metrics: Arc<Metrics>,
     entries: BTreeMap<PathBuf, Entry>,
     tier_ups: UnboundedSender<TierUp>,
-    /// Admits each plugin and sets its limits; `None` keeps the runtime's limits.
+    /// Admits each plugin and sets its limits; `None`: [`Policy::default`].
     policy: Option<Arc<Policy>>,
     /// The cluster's plugins, if the host serves them.
     cluster: Option<ClusterPlugins>,
@@ -325,28 +360,41 @@ impl Registry {
         for path in &files {
             // A file can vanish or be half-replaced between listing and reading; the
             // watcher reports the next change, so skipping it here loses nothing.
-            let bytes: Arc<[u8]> = match cluster.get(path) {
-                Some(bytes) => bytes.clone(),
+            let (bytes, entry_rules): (Arc<[u8]>, Option<Rules>) = match cluster.get(path) {
+                Some(offer) => (offer.bytes.clone(), offer.policy.clone()),
                 None => match std::fs::read(path) {
-                    Ok(bytes) => bytes.into(),
+                    Ok(bytes) => (bytes.into(), None),
                     Err(error) => {
                         tracing::debug!(path = %path.display(), %error, "plugin file not readable now");
                         continue;
                     }
                 },
             };
-            let hash = hex::encode(Sha256::digest(&bytes));
+            let offered = Offered {
+                content_hash: hex::encode(Sha256::digest(&bytes)),
+                entry: entry_rules,
+            };
+            let hash = offered.content_hash.clone();
+            let policy = self.policy_for(path, offered.entry.clone());
             let entry = self.entries.entry(path.clone()).or_default();
+            entry.offered = offered.clone();
             let served = entry.served.clone();
-            if served.as_ref().is_some_and(|p| p.decl.content_hash == hash) {
-                entry.rejected_hash = None;
+            let same_policy = |plugin: &Plugin| match &policy {
+                Ok(policy) => plugin.policy == *policy,
+                Err(_) => false,
+            };
+            if served
+                .as_ref()
+                .is_some_and(|p| p.decl.content_hash == hash && same_policy(p))
+            {
+                entry.rejected = None;
                 entry.refusal = None;
                 continue;
             }
-            if entry.rejected_hash.as_deref() == Some(hash.as_str()) {
+            if entry.rejected.as_ref() == Some(&offered) {
                 continue;
             }
-            let new = match self.load(path, &bytes) {
+            let new = match policy.and_then(|policy| self.load(path, &bytes, policy)) {
                 Ok(new) => new,
                 Err(error) => {
                     self.reject_content(path, &hash, served.as_deref(), &error);
@@ -372,8 +420,35 @@ impl Registry {
         Ok(proposals)
     }
 
-    /// Loads `bytes` as the new content of `path`.
-    fn load(&self, path: &Path, bytes: &[u8]) -> Result<Arc<Plugin>, String> {
+    /// The policy the plugin offered as `path` serves under: the host's, with its own
+    /// `entry` (an OperatorPlugin's `spec.policy`) if it has one.
+    fn policy_for(&self, path: &Path, entry: Option<Rules>) -> Result<Arc<Policy>, String> {
+        let base = self.policy.clone().unwrap_or_default();
+        let Some(rules) = entry else {
+            return Ok(base);
+        };
+        let name = file_stem(path);
+        let owner = format!("spec.policy of OperatorPlugin {name}");
+        let policy = base
+            .with_entry(&name, rules, &owner)
+            .map_err(|e| e.to_string())?;
+        // The instance slots were sized when the host started: an entry cannot grow them.
+        let largest = self.runtime.limits().max_memory_bytes;
+        if let Some(asked) = policy.rules(&name).limits.memory_mib
+            && asked << 20 > largest
+        {
+            return Err(format!(
+                "{owner} is invalid: limits.memoryMiB is {asked}, expected at most {} (the \
+                 host's instance size, set by --memory-limit-mib or the policy file's largest \
+                 memoryMiB when it starts)",
+                largest >> 20
+            ));
+        }
+        Ok(Arc::new(policy))
+    }
+
+    /// Loads `bytes` as the new content of `path`, to serve under `policy`.
+    fn load(&self, path: &Path, bytes: &[u8], policy: Arc<Policy>) -> Result<Arc<Plugin>, String> {
         let compiled = self
             .runtime
             .load_quick(path, bytes)
@@ -395,21 +470,20 @@ impl Registry {
                 plugin.decl.name,
             ));
         }
-        if let Some(policy) = &self.policy {
-            for warning in policy.admit(&plugin.decl).map_err(|e| e.to_string())? {
-                tracing::warn!(plugin = %plugin.decl.name, path = %path.display(), "{warning}");
-            }
-            let limits = policy.limits(&plugin.decl.name, self.runtime.limits());
-            plugin.compiled = plugin.compiled.clone().with_limits(limits);
-            // Its share of the instance pool: calls beyond it wait rather than take
-            // another plugin's slots.
-            if let Some(calls) = policy.max_concurrent_calls(&plugin.decl.name) {
-                plugin
-                    .compiled
-                    .set_max_concurrent_calls(calls)
-                    .map_err(|e| e.to_string())?;
-            }
+        for warning in policy.admit(&plugin.decl).map_err(|e| e.to_string())? {
+            tracing::warn!(plugin = %plugin.decl.name, path = %path.display(), "{warning}");
         }
+        let limits = policy.limits(&plugin.decl.name, self.runtime.limits());
+        plugin.compiled = plugin.compiled.clone().with_limits(limits);
+        // Its share of the instance pool: calls beyond it wait rather than take
+        // another plugin's slots.
+        if let Some(calls) = policy.max_concurrent_calls(&plugin.decl.name) {
+            plugin
+                .compiled
+                .set_max_concurrent_calls(calls)
+                .map_err(|e| e.to_string())?;
+        }
+        plugin.policy = policy;
         Ok(Arc::new(plugin))
     }
 
@@ -466,7 +540,7 @@ impl Registry {
         error: &dyn std::fmt::Display,
     ) {
         if let Some(entry) = self.entries.get_mut(path) {
-            entry.rejected_hash = Some(hash.to_string());
+            entry.rejected = Some(entry.offered.clone());
             entry.refusal = Some((hash.to_string(), error.to_string()));
         }
         let plugin = serving.map_or_else(|| file_stem(path), |p| p.decl.name.clone());
@@ -602,7 +676,7 @@ impl Registry {
                 spawn_tier_up(&self.runtime, new.clone(), self.tier_ups.clone());
             }
         }
-        entry.rejected_hash = None;
+        entry.rejected = None;
         entry.refusal = None;
         entry.served = plugin;
         if entry.served.is_none() {
@@ -647,6 +721,7 @@ fn spawn_tier_up(runtime: &Arc<Runtime>, plugin: Arc<Plugin>, results: Unbounded
                     path: plugin.path.clone(),
                     decl: plugin.decl.clone(),
                     compiled,
+                    policy: plugin.policy.clone(),
                 });
             let _ = results.send(TierUp {
                 path: plugin.path.clone(),

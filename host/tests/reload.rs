@@ -567,3 +567,66 @@ fn two_files_serving_one_kind_under_different_api_versions_are_refused() {
     );
     assert!(fixture.served_hash(other).is_some());
 }
+
+/// An OperatorPlugin's `spec.policy` travels with its content: a new entry is a replacement
+/// under the new policy (a controller restart, the same content), an invalid one is refused
+/// once while the last one keeps applying, and removing it goes back to the host's policy.
+#[test]
+fn a_cluster_plugins_policy_entry_is_swapped_with_it_and_an_invalid_one_is_refused() {
+    use operator_host::policy::Rules;
+    use operator_host::registry::{ClusterOffer, ClusterPlugins, Outcome};
+    let cluster = ClusterPlugins::default();
+    let mut fixture = Fixture::new();
+    fixture.registry = fixture.registry.with_cluster_plugins(cluster.clone());
+    let id = ClusterPlugins::id("memcached");
+    let offer = |policy: Option<&str>| ClusterOffer {
+        digest: "sha256:0".into(),
+        bytes: v1().into(),
+        policy: policy.map(|yaml| serde_yaml::from_str::<Rules>(yaml).unwrap()),
+    };
+    cluster.offer("memcached", offer(None));
+    assert!(matches!(fixture.sync().as_slice(), [Proposal::Add { .. }]));
+
+    cluster.offer("memcached", offer(Some("{maxChildren: 1}")));
+    let proposals = fixture.sync();
+    let [proposal @ Proposal::Replace { new, .. }] = proposals.as_slice() else {
+        panic!("{proposals:?}");
+    };
+    assert!(
+        proposal.needs_restart(),
+        "the policy sets the write budget and the watches"
+    );
+    assert_eq!(new.policy.rules("memcached").max_children, 1);
+
+    cluster.offer("memcached", offer(Some("{kinds: [Deployment]}")));
+    assert!(fixture.sync().is_empty());
+    let Outcome::Rejected { error, serving, .. } = fixture.registry.outcome(&id) else {
+        panic!("{:?}", fixture.registry.outcome(&id));
+    };
+    assert!(
+        error.contains("spec.policy of OperatorPlugin memcached"),
+        "{error}"
+    );
+    assert_eq!(serving, Some(hash(&v1())));
+    assert_eq!(
+        fixture
+            .registry
+            .served(&id)
+            .unwrap()
+            .policy
+            .rules("memcached")
+            .max_children,
+        1
+    );
+    assert!(
+        fixture.sync().is_empty(),
+        "the same refused entry is not tried again"
+    );
+
+    cluster.offer("memcached", offer(None));
+    let proposals = fixture.sync();
+    let [Proposal::Replace { new, .. }] = proposals.as_slice() else {
+        panic!("{proposals:?}");
+    };
+    assert_eq!(new.policy.rules("memcached").max_children, 1000);
+}

@@ -7,6 +7,10 @@
 //! unsigned, signed by another key, or carrying a signature copied from another artifact, it is
 //! refused and the previous version keeps serving.
 //!
+//! `spec.policy` is the plugin's policy entry: it applies at once, one the CRD's schema refuses
+//! never reaches the host, and one only the host can check is refused on the resource while
+//! the last one keeps applying.
+//!
 //! OperatorPlugins are cluster-scoped and named as their plugin, so each test serves another
 //! plugin, and each host serves only its test's OperatorPlugins (a label selector).
 
@@ -18,7 +22,7 @@ use operator_host::plugin::Plugin;
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::election::plugin_dir;
 use operator_host_tests::host::{plugin_path, runtime};
-use operator_host_tests::memcached::{create, memcached_resource, patch_spec};
+use operator_host_tests::memcached::{create, memcached_resource, patch_spec, wait_for_reason};
 use operator_host_tests::oci_registry::{TestRegistry, output_of};
 use operator_host_tests::operator_plugins;
 use operator_host_tests::oracle::{Oracle, all_converge};
@@ -83,6 +87,17 @@ async fn set_source(api: &Api<DynamicObject>, source: &str) {
     .unwrap();
 }
 
+/// Sets (or, with null, removes) the memcached OperatorPlugin's `spec.policy`.
+async fn set_policy(api: &Api<DynamicObject>, policy: Value) {
+    api.patch(
+        "memcached",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"policy": policy}})),
+    )
+    .await
+    .unwrap();
+}
+
 fn start_host(ns: &TestNamespace, store: &Path, extra: &[&str]) -> ProcessHost {
     operator_plugins::start_host(BINARY, ns, store, extra, None)
 }
@@ -140,6 +155,47 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
         .await
         .unwrap();
     let children_before = oracle(&plugin_v1).child_uids("m-0").await.unwrap();
+
+    // spec.policy is this plugin's policy entry, applied without a new pull.
+    set_policy(&api, json!({"maxChildren": 1})).await;
+    let violation = wait_for_reason(&parents, "m-0", "PolicyViolation", BOUND).await;
+    assert!(
+        violation["message"].to_string().contains("at most 1"),
+        "{violation}"
+    );
+    // One the CRD's schema refuses never reaches the host.
+    let refused = api
+        .patch(
+            "memcached",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"policy": {"podSecurity": "lenient"}}})),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("podSecurity"), "{refused}");
+    // One only the host can check is refused on the resource; the last one keeps applying.
+    set_policy(&api, json!({"kinds": ["Deployment"]})).await;
+    let status = wait_for_status(&api, "memcached", "an invalid spec.policy", |status| {
+        condition_of(status, "Serving")["reason"] == "Rejected"
+    })
+    .await;
+    let serving = condition_of(&status, "Serving")["message"].to_string();
+    assert!(
+        serving.contains("spec.policy.kinds[0]") && serving.contains("keeps serving"),
+        "{serving}"
+    );
+    patch_spec(&parents, "m-1", json!({"size": 2})).await;
+    wait_for_reason(&parents, "m-1", "PolicyViolation", BOUND).await;
+    set_policy(&api, Value::Null).await;
+    wait_status(&api, &v1_digest, true, "v1 without spec.policy").await;
+    all_converge(&oracle(&plugin_v1), &names, BOUND)
+        .await
+        .unwrap();
+    assert_eq!(
+        oracle(&plugin_v1).child_uids("m-0").await.unwrap(),
+        children_before
+    );
 
     // A new version by digest: a hot swap, no child recreated.
     set_source(

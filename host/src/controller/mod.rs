@@ -189,8 +189,6 @@ pub struct PluginContext {
     pub call_slots: Arc<Semaphore>,
     /// What the host remembers per parent: backoff, status churn.
     pub parents: Arc<reconcile::ParentStates>,
-    /// Checked on every plan before anything is written.
-    pub policy: Arc<Policy>,
     /// The plugin's write budget (`writeBudget`), shared by all its parents in every
     /// namespace: each API write a reconcile causes waits for a token.
     pub write_budget: Arc<governor::DefaultDirectRateLimiter>,
@@ -261,31 +259,15 @@ impl std::fmt::Debug for PluginController {
 }
 
 impl PluginController {
-    /// Starts the controllers of `plugin` under the default policy.
+    /// Starts the controllers of `plugin` under the policy it carries: only the child kinds
+    /// it allows are watched, and every plan is checked against it.
     pub fn start(
         client: &Client,
         plugin: Arc<Plugin>,
         config: &ControllerConfig,
         metrics: &Arc<Metrics>,
     ) -> Self {
-        Self::start_with_policy(
-            client,
-            plugin,
-            config,
-            &Arc::new(Policy::default()),
-            metrics,
-        )
-    }
-
-    /// Starts the controllers of `plugin` under `policy`: only the child kinds it allows
-    /// are watched, and every plan is checked against it.
-    pub fn start_with_policy(
-        client: &Client,
-        plugin: Arc<Plugin>,
-        config: &ControllerConfig,
-        policy: &Arc<Policy>,
-        metrics: &Arc<Metrics>,
-    ) -> Self {
+        let policy = plugin.policy.clone();
         let current = Arc::new(ArcSwap::new(plugin.clone()));
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let write_budget = Arc::new(write_budget(policy.rules(&plugin.decl.name)));
@@ -328,7 +310,6 @@ impl PluginController {
                 resync: config.resync,
                 call_slots: call_slots.clone(),
                 parents,
-                policy: policy.clone(),
                 write_budget: write_budget.clone(),
                 stopping,
                 leadership: config.leadership.clone(),
@@ -636,11 +617,10 @@ impl Supervisor {
     }
 
     fn start(&mut self, path: PathBuf, plugin: Arc<Plugin>) {
-        let controller = PluginController::start_with_policy(
+        let controller = PluginController::start(
             &self.client,
             plugin,
             &self.config.controllers,
-            &self.config.policy,
             &self.metrics,
         );
         self.controllers.insert(path, controller);

@@ -801,3 +801,65 @@ fn contract_checks_refuse_reserved_metadata() {
     let err = check_child(&decl, "ns", 0, &child).unwrap_err();
     assert_eq!(err.reason(), "InvalidPluginOutput");
 }
+
+fn entry(yaml: &str) -> Rules {
+    serde_yaml::from_str(yaml).unwrap()
+}
+
+#[test]
+fn an_operator_plugins_entry_resolves_over_the_files_defaults() {
+    let file = parse(
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\n\
+         defaults: {maxChildren: 7, allowSecrets: true, requireSignature: true}\n",
+    )
+    .unwrap();
+    let policy = file
+        .with_entry(
+            "memcached",
+            entry("{maxChildren: 3}"),
+            "spec.policy of OperatorPlugin memcached",
+        )
+        .unwrap();
+    let rules = policy.rules("memcached");
+    assert_eq!(rules.max_children, 3);
+    assert!(rules.allow_secrets, "the rest comes from defaults");
+    assert!(rules.require_signature, "the file's signature rule stays");
+    assert_eq!(
+        policy.rules("mysql").max_children,
+        7,
+        "other plugins keep defaults"
+    );
+    assert_ne!(policy, file);
+}
+
+#[test]
+fn an_operator_plugins_entry_cannot_replace_the_files_nor_its_signature_rules() {
+    let owner = "spec.policy of OperatorPlugin memcached";
+    let file = parse(
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\nplugins:\n  memcached: {maxChildren: 2}\n",
+    )
+    .unwrap();
+    let error = file
+        .with_entry("memcached", entry("{maxChildren: 3}"), owner)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(owner) && error.contains("has an entry for memcached"),
+        "{error}"
+    );
+    let policy = Policy::default();
+    for (written, field) in [
+        ("{requireSignature: false}", "spec.policy.requireSignature"),
+        ("{signatureKeys: []}", "spec.policy.signatureKeys"),
+        ("{kinds: [Deployment]}", "spec.policy.kinds[0]"),
+    ] {
+        let error = policy
+            .with_entry("memcached", entry(written), owner)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(owner) && error.contains(field),
+            "{written}: {error}"
+        );
+    }
+}

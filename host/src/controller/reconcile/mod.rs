@@ -189,13 +189,14 @@ async fn reconcile_parent(
     plugin: &Arc<Plugin>,
 ) -> Result<Action, Error> {
     let decl = &plugin.decl;
-    let rules = ctx.policy.rules(&decl.name);
+    let rules = plugin.policy.rules(&decl.name);
     tracing::trace!(parent = %parent_key(parent), "reconcile starting");
     let api = api_for(&ctx.client, &decl.parent, parent.namespace().as_deref());
     let observed = observed_children(parent, ctx).await?;
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
     let plan = call_plan(ctx, plugin, parent_json.clone(), observed.clone()).await?;
-    ctx.policy
+    plugin
+        .policy
         .check(decl, &parent_json, &plan)
         .map_err(PlanError::from)?;
     // Only a plan that passed the policy may hold up the parent's deletion.
@@ -224,7 +225,7 @@ async fn finalize_parent(
     let decl = &plugin.decl;
     let api = api_for(&ctx.client, &decl.parent, parent.namespace().as_deref());
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
-    let allowed = ctx
+    let allowed = plugin
         .policy
         .check_parent(&decl.name, &parent_json)
         .map_err(|violation| violation.to_string());
@@ -269,7 +270,7 @@ async fn finalize_parent(
         }
         Ok(response) => {
             let asked = Duration::from_millis(response.requeue_after_ms.unwrap_or(5_000));
-            let rules = ctx.policy.rules(&decl.name);
+            let rules = plugin.policy.rules(&decl.name);
             Ok(Action::requeue(asked.max(rules.min_requeue)))
         }
         Err(crate::runtime::ReconcileError::InvalidSpec(m)) => {
