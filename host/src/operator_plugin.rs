@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -30,6 +30,13 @@ use crate::registry::{ClusterOffer, ClusterPlugins, Outcome};
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
 /// How soon a failed resolve or pull is tried again (at most the poll interval).
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(10);
+/// How often each replica renews its entry in `status.replicas`.
+const REPORT_INTERVAL: Duration = Duration::from_secs(60);
+/// After how long without a renewal the leader drops a replica's entry (one that ended
+/// without taking it away: killed, or its node lost).
+const REPORT_EXPIRY: Duration = Duration::from_secs(3 * 60);
+/// How long a stopping replica tries to take its entries away.
+const WITHDRAW_TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// A plugin served from an OCI registry.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
@@ -102,6 +109,25 @@ pub struct OperatorPluginStatus {
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// What each replica of the host serves: each writes its own entry, again every minute,
+    /// and takes it away when it stops; the leader drops an entry not renewed for three.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub replicas: Vec<ReplicaStatus>,
+}
+
+/// What one replica of the host serves.
+#[derive(Deserialize, Serialize, Clone, Debug, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaStatus {
+    /// The replica's identity (its leader-election identity: the pod's name first).
+    pub name: String,
+    /// The manifest digest it serves.
+    pub digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// When it last said so.
+    pub last_reported: Time,
 }
 
 /// Why an OperatorPlugin could not be served (said on the resource, and logged).
@@ -211,6 +237,28 @@ pub struct Config {
     pub policy: Arc<crate::policy::Policy>,
     /// A label selector: only the OperatorPlugins it selects are this host's.
     pub selector: Option<String>,
+    pub replica: Replica,
+}
+
+/// This replica, as `status.replicas` names it.
+#[derive(Clone)]
+pub struct Replica {
+    /// Its identity (the leader election's).
+    pub name: String,
+    /// Writes while this replica stands by too: its report is its own entry, under a field
+    /// manager of its own, not a reconcile's write, so the leader's fence does not hold it.
+    pub client: Client,
+}
+
+impl Replica {
+    fn field_manager(&self) -> String {
+        // Field managers are at most 128 bytes.
+        let mut manager = format!("operator-host-replica/{}", self.name);
+        while manager.len() > 128 {
+            manager.pop();
+        }
+        manager
+    }
 }
 
 /// The controller's state: its configuration, and each resource's last resolve.
@@ -292,8 +340,15 @@ pub async fn run(
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let api: Api<OperatorPlugin> = Api::all(config.client.clone());
+    let stop = stop.shared();
     let writer = reflector::store::Writer::default();
     let store = writer.as_reader();
+    let reporter = tokio::spawn(report_replicas(
+        config.clone(),
+        store.clone(),
+        config.cluster.synced(),
+        stop.clone(),
+    ));
     let cluster = config.cluster.clone();
     let mut selection = watcher::Config::default();
     if let Some(selector) = &config.selector {
@@ -336,6 +391,151 @@ pub async fn run(
             }
         })
         .await;
+    let _ = reporter.await;
+}
+
+/// Keeps this replica's entry in each OperatorPlugin's `status.replicas` true, after each
+/// registry sync and every [`REPORT_INTERVAL`]; the leader also drops entries not renewed
+/// for [`REPORT_EXPIRY`]. Once `stop` resolves, takes this replica's entries away.
+async fn report_replicas(
+    config: Config,
+    store: reflector::Store<OperatorPlugin>,
+    mut synced: impl futures::Stream<Item = ()> + Send + Unpin,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let mut tick = tokio::time::interval(REPORT_INTERVAL);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            _ = tick.tick() => {}
+            Some(()) = synced.next() => {}
+        }
+        for resource in store.state() {
+            let name = resource.name_any();
+            let served = config
+                .cluster
+                .outcome(&name)
+                .and_then(|(_, served)| served)
+                .filter(|served| !served.digest.is_empty());
+            let own = resource
+                .status
+                .as_ref()
+                .and_then(|s| s.replicas.iter().find(|r| r.name == config.replica.name));
+            let up_to_date = match (&served, own) {
+                (Some(served), Some(own)) => {
+                    own.digest == served.digest
+                        && own.version.as_deref() == Some(served.version.as_str())
+                        && age(&own.last_reported) < REPORT_INTERVAL - REPORT_INTERVAL / 10
+                }
+                (None, None) => true,
+                _ => false,
+            };
+            let expired = config.leadership.may_write()
+                && resource.status.as_ref().is_some_and(|status| {
+                    status.replicas.iter().any(|r| {
+                        r.name != config.replica.name && age(&r.last_reported) > REPORT_EXPIRY
+                    })
+                });
+            if up_to_date && !expired {
+                continue;
+            }
+            let replica = &config.replica;
+            let leads = config.leadership.may_write();
+            let edited = edit_replicas(
+                &replica.client,
+                &name,
+                &replica.field_manager(),
+                |replicas| {
+                    if leads {
+                        replicas.retain(|r| {
+                            r.name == replica.name || age(&r.last_reported) <= REPORT_EXPIRY
+                        });
+                    }
+                    replicas.retain(|r| r.name != replica.name);
+                    if let Some(served) = &served {
+                        replicas.push(ReplicaStatus {
+                            name: replica.name.clone(),
+                            digest: served.digest.clone(),
+                            version: Some(served.version.clone()),
+                            last_reported: Time(now()),
+                        });
+                    }
+                },
+            )
+            .await;
+            if let Err(error) = edited {
+                tracing::warn!(operator_plugin = %name, %error, "cannot say in status.replicas what this replica serves");
+            }
+        }
+    }
+    // A replica that stops takes its entries away; one that cannot in time leaves them to
+    // expire.
+    let replica = &config.replica;
+    let withdraw = store
+        .state()
+        .into_iter()
+        .filter(|resource| {
+            resource
+                .status
+                .as_ref()
+                .is_some_and(|s| s.replicas.iter().any(|r| r.name == replica.name))
+        })
+        .map(|resource| async move {
+            let name = resource.name_any();
+            edit_replicas(
+                &replica.client,
+                &name,
+                &replica.field_manager(),
+                |replicas| replicas.retain(|r| r.name != replica.name),
+            )
+            .await
+        });
+    let _ = tokio::time::timeout(WITHDRAW_TIMEOUT, futures::future::join_all(withdraw)).await;
+}
+
+/// How long ago `time` was (zero if it is in the future).
+fn age(time: &Time) -> Duration {
+    let elapsed = now().duration_since(time.0);
+    Duration::try_from(elapsed).unwrap_or_default()
+}
+
+/// Reads OperatorPlugin `name`, lets `edit` change its `status.replicas`, and writes the list
+/// back if it changed, on the resource version read: a concurrent write by another replica
+/// is a conflict, after which the edit starts again from a fresh read.
+async fn edit_replicas(
+    client: &Client,
+    name: &str,
+    field_manager: &str,
+    edit: impl Fn(&mut Vec<ReplicaStatus>),
+) -> Result<(), Error> {
+    let api: Api<OperatorPlugin> = Api::all(client.clone());
+    let write_failed = |source| Error::WriteStatus {
+        name: name.to_string(),
+        source,
+    };
+    let mut attempts = 0;
+    loop {
+        let resource = api.get(name).await.map_err(write_failed)?;
+        let before = resource.status.map(|s| s.replicas).unwrap_or_default();
+        let mut replicas = before.clone();
+        edit(&mut replicas);
+        if replicas == before {
+            return Ok(());
+        }
+        let patch = json!({
+            "metadata": {"resourceVersion": resource.metadata.resource_version},
+            "status": {"replicas": replicas},
+        });
+        let params = PatchParams {
+            field_manager: Some(field_manager.into()),
+            ..PatchParams::default()
+        };
+        match api.patch_status(name, &params, &Patch::Merge(patch)).await {
+            Err(kube::Error::Api(status)) if status.code == 409 && attempts < 3 => attempts += 1,
+            written => return written.map(drop).map_err(write_failed),
+        }
+    }
 }
 
 fn error_policy(_: Arc<OperatorPlugin>, _: &Error, _: Arc<Context>) -> Action {
@@ -646,9 +846,9 @@ fn serving_condition(
     let hex = content_hash.trim_start_matches("sha256:");
     match config.cluster.outcome(name) {
         Some((Outcome::Serving { content_hash }, served)) if content_hash == hex => {
-            if let Some((plugin, version)) = served {
-                status.plugin = Some(plugin);
-                status.version = Some(version);
+            if let Some(served) = served {
+                status.plugin = Some(served.plugin);
+                status.version = Some(served.version);
             }
             let message = format!(
                 "serving {} {}",
@@ -739,7 +939,11 @@ async fn write_status(
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         },
-        &Patch::Merge(json!({"status": status})),
+        // The replicas' entries are theirs: the leader's write leaves them out.
+        &Patch::Merge(json!({"status": OperatorPluginStatus {
+            replicas: Vec::new(),
+            ..status
+        }})),
     )
     .await
     .map_err(|source| Error::WriteStatus { name, source })?;

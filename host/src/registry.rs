@@ -122,6 +122,18 @@ pub struct ClusterPlugins {
     synced: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
+/// What serves as a plugin of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Served {
+    /// The name and version the artifact declares.
+    pub plugin: String,
+    pub version: String,
+    /// The artifact's manifest digest.
+    pub digest: String,
+    /// Hex SHA-256 of the component.
+    pub content_hash: String,
+}
+
 /// A plugin of the cluster as its OperatorPlugin offers it.
 #[derive(Debug, Clone)]
 pub struct ClusterOffer {
@@ -137,8 +149,8 @@ pub struct ClusterOffer {
 struct ClusterState {
     /// By name.
     offered: BTreeMap<String, ClusterOffer>,
-    /// By name: what the last sync made of it, and the name and version that serve.
-    outcomes: BTreeMap<String, (Outcome, Option<(String, String)>)>,
+    /// By name: what the last sync made of it, and what serves.
+    outcomes: BTreeMap<String, (Outcome, Option<Served>)>,
 }
 
 impl Default for ClusterPlugins {
@@ -210,8 +222,8 @@ impl ClusterPlugins {
         self.changed.notified().await;
     }
 
-    /// What the last sync made of plugin `name`, and the name and version serving it.
-    pub fn outcome(&self, name: &str) -> Option<(Outcome, Option<(String, String)>)> {
+    /// What the last sync made of plugin `name`, and what serves as it.
+    pub fn outcome(&self, name: &str) -> Option<(Outcome, Option<Served>)> {
         self.lock().outcomes.get(name).cloned()
     }
 
@@ -290,14 +302,35 @@ impl Registry {
         let Some(cluster) = &self.cluster else {
             return;
         };
-        let names: Vec<String> = cluster.lock().offered.keys().cloned().collect();
-        let outcomes = names
+        let (offered, previous) = {
+            let state = cluster.lock();
+            (state.offered.clone(), state.outcomes.clone())
+        };
+        let outcomes = offered
             .into_iter()
-            .map(|name| {
+            .map(|(name, offer)| {
                 let id = ClusterPlugins::id(&name);
-                let served = self
-                    .served(&id)
-                    .map(|p| (p.decl.name.clone(), p.decl.version.clone()));
+                let served = self.served(&id).map(|plugin| {
+                    let content_hash = plugin.decl.content_hash.clone();
+                    // The offer's digest if its content serves; else the one that served
+                    // before (the offer was refused, or not loaded yet).
+                    let digest = if hex::encode(Sha256::digest(&offer.bytes)) == content_hash {
+                        offer.digest.clone()
+                    } else {
+                        previous
+                            .get(&name)
+                            .and_then(|(_, served)| served.as_ref())
+                            .filter(|served| served.content_hash == content_hash)
+                            .map(|served| served.digest.clone())
+                            .unwrap_or_default()
+                    };
+                    Served {
+                        plugin: plugin.decl.name.clone(),
+                        version: plugin.decl.version.clone(),
+                        digest,
+                        content_hash,
+                    }
+                });
                 (name, (self.outcome(&id), served))
             })
             .collect();

@@ -7,6 +7,9 @@
 //! unsigned, signed by another key, or carrying a signature copied from another artifact, it is
 //! refused and the previous version keeps serving.
 //!
+//! Two leader-elected replicas each pull and serve the same digest, and `status.replicas` says
+//! so; a replica that stops takes its entry away.
+//!
 //! `spec.policy` is the plugin's policy entry: it applies at once, one the CRD's schema refuses
 //! never reaches the host, and one only the host can check is refused on the resource while
 //! the last one keeps applying.
@@ -453,11 +456,50 @@ async fn two_leader_elected_replicas_serve_the_same_digest() {
                 .exists()
         );
     }
-    // The status is the leader's.
-    wait_for_status(&api, "hostile", "the leader's status", |status| {
-        status["digest"] == digest.as_str()
-            && condition(status, "Serving").as_deref() == Some("True")
-    })
+    // The status is the leader's, and says what each replica serves.
+    let replicas = |status: &Value| -> Vec<(String, String)> {
+        let mut listed: Vec<(String, String)> = status["replicas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                let field = |key: &str| r[key].as_str().unwrap_or_default().to_string();
+                (field("name"), field("digest"))
+            })
+            .collect();
+        listed.sort();
+        listed
+    };
+    let both: Vec<(String, String)> = (0..2)
+        .map(|i| (format!("replica-{i}"), digest.clone()))
+        .collect();
+    wait_for_status(
+        &api,
+        "hostile",
+        "the leader's status and both replicas",
+        |status| {
+            status["digest"] == digest.as_str()
+                && condition(status, "Serving").as_deref() == Some("True")
+                && replicas(status) == both
+        },
+    )
+    .await;
+    // A replica that stops takes its entry away.
+    let mut hosts = hosts.into_iter();
+    let mut stopping = hosts.next().unwrap();
+    stopping.signal("TERM");
+    assert!(
+        stopping
+            .exited(Duration::from_secs(10))
+            .await
+            .is_some_and(|s| s.success())
+    );
+    wait_for_status(
+        &api,
+        "hostile",
+        "the stopped replica's entry gone",
+        |status| replicas(status) == both[1..],
+    )
     .await;
     api.delete("hostile", &Default::default()).await.unwrap();
     for host in hosts {

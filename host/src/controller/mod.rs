@@ -712,6 +712,18 @@ pub async fn run_with_metrics(
                     leadership: leadership.clone(),
                     policy: config.policy.clone(),
                     selector: cluster_config.selector.clone(),
+                    replica: operator_plugin::Replica {
+                        name: config
+                            .leader_election
+                            .as_ref()
+                            .map_or_else(leader::default_identity, |election| {
+                                election.config.identity.clone()
+                            }),
+                        client: config
+                            .leader_election
+                            .as_ref()
+                            .map_or_else(|| client.clone(), |e| e.lease_client.clone()),
+                    },
                 },
                 cluster.synced(),
                 async move {
@@ -769,6 +781,7 @@ pub async fn run_with_metrics(
     }
     tracing::info!("shutting down: no new reconciles; waiting for those in flight");
     metrics.set_ready(false);
+    let _ = stop_cluster_plugins.send(true);
     if tokio::time::timeout(SHUTDOWN_GRACE, supervisor.stop_all())
         .await
         .is_err()
@@ -778,7 +791,6 @@ pub async fn run_with_metrics(
             "reconciles still in flight after the shutdown grace period are abandoned"
         );
     }
-    let _ = stop_cluster_plugins.send(true);
     if let Some(task) = cluster_task {
         let _ = task.await;
     }
