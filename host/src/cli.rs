@@ -162,9 +162,10 @@ enum Command {
     },
     /// Print the ClusterRole the host needs to run these plugins (under a policy).
     Rbac {
-        /// The plugin components (.wasm).
+        /// The plugin components: .wasm files, or OCI references (registry/repository:tag or
+        /// @sha256:<digest>, what an OperatorPlugin's spec.source names) to pull.
         #[arg(required = true)]
-        plugins: Vec<PathBuf>,
+        plugins: Vec<String>,
         /// Policy file: child kinds it forbids get no rule.
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
@@ -177,6 +178,14 @@ enum Command {
         /// With `--leader-elect`: also print the Role for the Lease.
         #[command(flatten)]
         leader_election: LeaderElectArgs,
+        /// Include what `run --plugins-from-cluster` needs (OperatorPlugins, and a Role for
+        /// the pull Secrets of the host's namespace: --leader-elect-namespace or
+        /// $POD_NAMESPACE).
+        #[arg(long)]
+        plugins_from_cluster: bool,
+        /// How to reach the registry of plugins given as references.
+        #[command(flatten)]
+        registry: RegistryArgs,
     },
     /// Print the children and status a plugin computes for a CR, without a cluster.
     Render {
@@ -197,10 +206,15 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
     },
-    /// Print the CRD of a plugin's parent kind as YAML.
+    /// Print the CRD of a plugin's parent kind, or operator-host's OperatorPlugin CRD, as YAML.
     Crd {
         /// The plugin component (.wasm).
-        plugin: PathBuf,
+        #[arg(required_unless_present = "operator_plugin")]
+        plugin: Option<PathBuf>,
+        /// Print the OperatorPlugin CRD (what `run --plugins-from-cluster --install-crds`
+        /// installs) instead.
+        #[arg(long, conflicts_with = "plugin")]
+        operator_plugin: bool,
     },
     /// Push a plugin to an OCI registry as a Wasm artifact (CNCF layout: config
     /// application/vnd.wasm.config.v0+json, one application/wasm layer); prints
@@ -509,10 +523,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             install_crds,
             name,
             leader_election,
+            plugins_from_cluster,
+            registry,
         } => {
             let mut declarations = Vec::new();
-            for path in &plugins {
-                let plugin = load(&runtime, path)?;
+            for plugin in &plugins {
+                let plugin = load_file_or_reference(&runtime, plugin, &registry)?;
                 for warning in policy.admit(&plugin.decl)? {
                     eprintln!("warning: plugin {}: {warning}", plugin.decl.name);
                 }
@@ -526,17 +542,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 name,
                 install_crds,
                 lease,
+                plugins_from_cluster: plugins_from_cluster.then(|| leader_election.namespace()),
             };
             let role = rbac::cluster_role(&declarations, &policy, &options);
-            let lease_role = rbac::leader_election_role(&options);
-            print!(
-                "{}",
-                rbac::to_yaml(&role, lease_role.as_ref(), &declarations)?
-            );
+            print!("{}", rbac::to_yaml(&role, &options, &declarations)?);
         }
-        Command::Crd { plugin } => {
-            let plugin = load(&runtime, &plugin)?;
-            print!("{}", serde_yaml::to_string(&plugin.decl.crd)?);
+        Command::Crd {
+            plugin,
+            operator_plugin: _,
+        } => {
+            let crd = match plugin {
+                Some(plugin) => load(&runtime, &plugin)?.decl.crd,
+                None => <crate::operator_plugin::OperatorPlugin as kube::CustomResourceExt>::crd(),
+            };
+            print!("{}", serde_yaml::to_string(&crd)?);
         }
         Command::Push {
             plugin: path,
@@ -693,6 +712,22 @@ fn read_key(path: &Path) -> anyhow::Result<(String, String)> {
 
 fn load(runtime: &Arc<Runtime>, path: &Path) -> Result<Plugin, crate::plugin::Error> {
     Plugin::load(runtime, path)
+}
+
+/// The plugin in file `plugin`, or pulled from it as an OCI reference if it is no file and
+/// does not end in `.wasm` (a mistyped file name is reported as a missing file).
+fn load_file_or_reference(
+    runtime: &Arc<Runtime>,
+    plugin: &str,
+    registry: &RegistryArgs,
+) -> anyhow::Result<Plugin> {
+    let path = Path::new(plugin);
+    if path.exists() || plugin.ends_with(".wasm") {
+        return Ok(load(runtime, path)?);
+    }
+    let pulled = block_on(crate::oci::pull(plugin, &registry.access()?))??;
+    let compiled = runtime.load_quick(path, &pulled.bytes)?;
+    Ok(Plugin::from_compiled(path, compiled)?)
 }
 
 fn runtime_config(args: &RuntimeArgs) -> RuntimeConfig {

@@ -26,6 +26,13 @@
 //! for the Lease alone: `get` and `update` on the host's Lease (`resourceNames`), `create` on
 //! leases of its namespace (a create cannot be narrowed to a name, see above). Nothing in the
 //! ClusterRole touches leases, so the host can take no other deployment's lease.
+//!
+//! With `run --plugins-from-cluster`, the ClusterRole also reads `operatorplugins` and writes
+//! their status (and, with `--install-crds`, patches their CRD), and [`pull_secret_role`] is a
+//! namespaced Role: `get` on the Secrets of the host's namespace, where an OperatorPlugin's
+//! `spec.pullSecret` is read. The kinds of the plugins the OperatorPlugins name are not known
+//! here: pass their artifacts (files, or references to pull) like any plugin, so each gets
+//! exactly the rules it needs and no plugin gets a wildcard.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -50,6 +57,8 @@ const CHILD_VERBS: &[&str] = &[
     "get", "list", "watch", "create", "patch", "update", "delete",
 ];
 const EVENT_VERBS: &[&str] = &["create", "patch"];
+/// On OperatorPlugins: the host watches them and writes only their status.
+const OPERATOR_PLUGIN_VERBS: &[&str] = &["get", "list", "watch"];
 /// On every CRD: reading (the host checks who installed an existing CRD) and creating.
 const CRD_VERBS: &[&str] = &["get", "list", "watch", "create"];
 /// Only on the CRDs of the plugins served.
@@ -66,6 +75,8 @@ pub struct Options {
     pub install_crds: bool,
     /// The Lease of `run --leader-elect`, if leader election is on.
     pub lease: Option<LeaseName>,
+    /// With `run --plugins-from-cluster`: the host's namespace, where pull Secrets are read.
+    pub plugins_from_cluster: Option<String>,
 }
 
 /// Where the Lease of a leader-elected host lives.
@@ -81,6 +92,7 @@ impl Default for Options {
             name: DEFAULT_NAME.into(),
             install_crds: false,
             lease: None,
+            plugins_from_cluster: None,
         }
     }
 }
@@ -120,6 +132,26 @@ pub fn leader_election_role(options: &Options) -> Option<Role> {
     })
 }
 
+/// The Role `run --plugins-from-cluster` needs for pull Secrets (named `<name>-pull-secrets`,
+/// in the host's namespace), or `None` without it.
+pub fn pull_secret_role(options: &Options) -> Option<Role> {
+    let namespace = options.plugins_from_cluster.as_ref()?;
+    Some(Role {
+        metadata: ObjectMeta {
+            name: Some(format!("{}-pull-secrets", options.name)),
+            namespace: Some(namespace.clone()),
+            labels: labels(),
+            ..ObjectMeta::default()
+        },
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["secrets".into()]),
+            verbs: vec!["get".into()],
+            ..PolicyRule::default()
+        }]),
+    })
+}
+
 /// The ClusterRole `operator-host run` needs to serve `plugins` under `policy`.
 pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options) -> ClusterRole {
     // group -> resource -> verbs
@@ -151,6 +183,14 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
     }
     grant("", "events".into(), EVENT_VERBS);
     grant("events.k8s.io", "events".into(), EVENT_VERBS);
+    let operator_plugins = options.plugins_from_cluster.is_some().then(|| {
+        let crd = <crate::operator_plugin::OperatorPlugin as kube::CustomResourceExt>::crd();
+        (crd.spec.group, crd.spec.names.plural, crd.metadata.name)
+    });
+    if let Some((group, plural, _)) = &operator_plugins {
+        grant(group, plural.clone(), OPERATOR_PLUGIN_VERBS);
+        grant(group, format!("{plural}/status"), STATUS_VERBS);
+    }
     // Rules that name objects (`resourceNames`) are not merged with others; per group.
     let mut named_rules: BTreeMap<String, Vec<PolicyRule>> = BTreeMap::new();
     if options.install_crds {
@@ -169,6 +209,7 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
                     .clone()
                     .unwrap_or_else(|| format!("{}.{}", decl.parent.plural, decl.parent.group))
             })
+            .chain(operator_plugins.and_then(|(_, _, name)| name))
             .collect();
         // No names would mean no restriction at all (an empty resourceNames matches every
         // object): then no rule.
@@ -226,11 +267,11 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
     }
 }
 
-/// The ClusterRole (and the leader-election Role, if any) as YAML documents, with a comment
-/// naming the plugins they serve.
+/// The ClusterRole and the namespaced Roles `options` call for ([`leader_election_role`],
+/// [`pull_secret_role`]) as YAML documents, with a comment naming the plugins they serve.
 pub fn to_yaml(
     role: &ClusterRole,
-    lease_role: Option<&Role>,
+    options: &Options,
     plugins: &[Declaration],
 ) -> Result<String, serde_yaml::Error> {
     let mut out = String::from("# The ClusterRole operator-host needs to serve:\n");
@@ -245,17 +286,24 @@ pub fn to_yaml(
     }
     out.push_str("# Bind it to the host's ServiceAccount with a ClusterRoleBinding.\n");
     out.push_str(&serde_yaml::to_string(role)?);
-    match lease_role {
+    match leader_election_role(options) {
         Some(lease_role) => {
             out.push_str(
                 "---\n# The Lease of `run --leader-elect`; bind it to the same ServiceAccount \
                  with a RoleBinding.\n",
             );
-            out.push_str(&serde_yaml::to_string(lease_role)?);
+            out.push_str(&serde_yaml::to_string(&lease_role)?);
         }
         None => out.push_str(
             "# No coordination.k8s.io leases: without --leader-elect the host takes none.\n",
         ),
+    }
+    if let Some(pull_secret_role) = pull_secret_role(options) {
+        out.push_str(
+            "---\n# The pull Secrets of `run --plugins-from-cluster`; bind it to the same \
+             ServiceAccount with a RoleBinding.\n",
+        );
+        out.push_str(&serde_yaml::to_string(&pull_secret_role)?);
     }
     Ok(out)
 }
@@ -317,7 +365,7 @@ mod tests {
             &Options {
                 name: "x".into(),
                 install_crds: true,
-                lease: None,
+                ..Options::default()
             },
         );
         let rules = role.rules.unwrap();
@@ -356,7 +404,7 @@ mod tests {
             &Options {
                 name: "x".into(),
                 install_crds: true,
-                lease: None,
+                ..Options::default()
             },
         );
         assert_eq!(role.metadata.name.as_deref(), Some("x"));
@@ -423,6 +471,42 @@ mod tests {
                 .unwrap()
                 .iter()
                 .all(|r| r.api_groups.as_deref() != Some(&[LEASE_GROUP.to_string()][..]))
+        );
+    }
+
+    #[test]
+    fn plugins_from_cluster_read_operator_plugins_and_the_pull_secrets_of_one_namespace() {
+        assert!(pull_secret_role(&Options::default()).is_none());
+        let options = Options {
+            install_crds: true,
+            plugins_from_cluster: Some("ops".into()),
+            ..Options::default()
+        };
+        let role = pull_secret_role(&options).unwrap();
+        assert_eq!(role.metadata.namespace.as_deref(), Some("ops"));
+        assert_eq!(role.rules.unwrap(), [rule("", &["secrets"], &["get"])]);
+        let rules = cluster_role(&[], &Policy::default(), &options)
+            .rules
+            .unwrap();
+        assert!(rules.contains(&rule(
+            "operator-host.dev",
+            &["operatorplugins"],
+            OPERATOR_PLUGIN_VERBS
+        )));
+        assert!(rules.contains(&rule(
+            "operator-host.dev",
+            &["operatorplugins/status"],
+            STATUS_VERBS
+        )));
+        // Its CRD is the one the host may patch; no Secret anywhere in the ClusterRole.
+        assert!(rules.contains(&PolicyRule {
+            resource_names: Some(vec!["operatorplugins.operator-host.dev".into()]),
+            ..rule(CRD_GROUP, &[CRD_RESOURCE], OWN_CRD_VERBS)
+        }));
+        assert!(
+            rules
+                .iter()
+                .all(|r| !r.resources.iter().flatten().any(|x| x == "secrets"))
         );
     }
 }

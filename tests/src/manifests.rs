@@ -69,24 +69,31 @@ pub fn one<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
     first
 }
 
-/// The ClusterRole and the leader-election Role of `rbac.generated.yaml`, as committed.
-pub fn generated_rbac() -> (ClusterRole, Option<Role>) {
+/// The ClusterRole and the Roles (the Lease's, the pull Secrets') of `rbac.generated.yaml`, as
+/// committed.
+pub fn generated_rbac() -> (ClusterRole, Vec<Role>) {
     let path = generated_rbac_path();
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     roles_of(&documents(&text))
 }
 
-/// The ClusterRole (exactly one) and the Role (at most one) among `documents`.
-pub fn roles_of(documents: &[Value]) -> (ClusterRole, Option<Role>) {
+/// The ClusterRole (exactly one) and the Roles among `documents`.
+pub fn roles_of(documents: &[Value]) -> (ClusterRole, Vec<Role>) {
     let cluster_role =
         serde_json::from_value(one(documents, "ClusterRole").clone()).expect("a valid ClusterRole");
-    let roles: Vec<&Value> = documents.iter().filter(|d| d["kind"] == "Role").collect();
-    assert!(roles.len() <= 1, "several Roles");
-    let role = roles
-        .first()
-        .map(|r| serde_json::from_value((*r).clone()).expect("a valid Role"));
-    (cluster_role, role)
+    let roles = documents
+        .iter()
+        .filter(|d| d["kind"] == "Role")
+        .map(|r| serde_json::from_value(r.clone()).expect("a valid Role"))
+        .collect();
+    (cluster_role, roles)
+}
+
+/// The OperatorPlugin CRD the base ships (`make manifests`: `operator-host crd
+/// --operator-plugin`).
+pub fn generated_crd_path() -> PathBuf {
+    base_dir().join("operatorplugin-crd.generated.yaml")
 }
 
 /// The value of `--flag=value` (or `--flag value`) in `args`.
@@ -152,6 +159,15 @@ patches:
       - op: add
         path: /metadata/labels/{label}
         value: "true"
+  # The OperatorPlugin CRD is the cluster's one (no suffix makes it the test's): the tests'
+  # hosts install and share it, so the overlay neither applies nor deletes it.
+  - target: {{kind: CustomResourceDefinition}}
+    patch: |-
+      $patch: delete
+      apiVersion: apiextensions.k8s.io/v1
+      kind: CustomResourceDefinition
+      metadata:
+        name: any
 "#,
             base = relative.display(),
             label = crate::devcluster::TEST_NAMESPACE_LABEL.replace('/', "~1"),

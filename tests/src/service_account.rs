@@ -55,15 +55,11 @@ pub async fn client_from(path: &Path) -> Client {
 /// ClusterRole (and a RoleBinding named after the Role), and returns the account's
 /// credentials once the authorizer grants the first rule of each role. Delete the ClusterRole
 /// and its binding at the end: they are cluster-scoped (the Role goes with the namespace).
-pub async fn bind(
-    ns: &TestNamespace,
-    cluster_role: &ClusterRole,
-    role: Option<&Role>,
-) -> BoundAccount {
+pub async fn bind(ns: &TestNamespace, cluster_role: &ClusterRole, roles: &[Role]) -> BoundAccount {
     let admin = ns.client();
     let role_name = cluster_role.metadata.name.clone().unwrap();
-    let roles: Api<ClusterRole> = Api::all(admin.clone());
-    roles
+    let cluster_roles: Api<ClusterRole> = Api::all(admin.clone());
+    cluster_roles
         .create(&PostParams::default(), cluster_role)
         .await
         .unwrap();
@@ -87,7 +83,7 @@ pub async fn bind(
         .create(&PostParams::default(), &binding)
         .await
         .unwrap();
-    if let Some(role) = role {
+    for role in roles {
         let mut role = role.clone();
         role.metadata.namespace = Some(ns.name().to_string());
         let name = role.metadata.name.clone().unwrap();
@@ -127,12 +123,12 @@ pub async fn bind(
     let client = client_from(&kubeconfig).await;
 
     // The authorizer sees a new binding after a moment.
-    let first_rules = cluster_role.rules.iter().flatten().take(1).chain(
-        role.and_then(|r| r.rules.as_ref())
-            .into_iter()
-            .flatten()
-            .take(1),
-    );
+    let first_rules = cluster_role
+        .rules
+        .iter()
+        .flatten()
+        .take(1)
+        .chain(roles.iter().flat_map(|r| r.rules.iter().flatten().take(1)));
     for rule in first_rules {
         wait_for_grant(&client, rule, ns.name()).await;
     }

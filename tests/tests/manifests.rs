@@ -19,8 +19,8 @@ use operator_host::rbac;
 use operator_host_tests::devcluster::{self, TestNamespace, unique_name, wait_for};
 use operator_host_tests::host::{plugin_path, runtime};
 use operator_host_tests::manifests::{
-    BUNDLED_PLUGINS, Overlay, base_dir, documents, flag, generated_rbac, generated_rbac_path,
-    host_args, host_container, kubectl_ok, one, overlay_dir, render,
+    BUNDLED_PLUGINS, Overlay, base_dir, documents, flag, generated_crd_path, generated_rbac,
+    generated_rbac_path, host_args, host_container, kubectl_ok, one, overlay_dir, render,
 };
 use operator_host_tests::memcached::{create, memcached_resource, wait_for_first_reconcile};
 use operator_host_tests::process_host::{free_local_addr, http_get};
@@ -30,7 +30,8 @@ use serde_json::{Value, json};
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The kinds the base must hold.
-const BASE_KINDS: [&str; 10] = [
+const BASE_KINDS: [&str; 11] = [
+    "CustomResourceDefinition",
     "Namespace",
     "ServiceAccount",
     "ClusterRole",
@@ -47,7 +48,10 @@ const BASE_KINDS: [&str; 10] = [
 fn rendered_base() -> Vec<Value> {
     let objects = render(&base_dir());
     for kind in BASE_KINDS {
-        one(&objects, kind);
+        assert!(
+            objects.iter().any(|o| o["kind"] == kind),
+            "no {kind} among the rendered objects"
+        );
     }
     objects
 }
@@ -184,7 +188,11 @@ async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
     let lease = flag(&args, "--leader-elect-lease")
         .unwrap_or(operator_host::leader::DEFAULT_LEASE_NAME)
         .to_string();
-    let (committed_role, committed_lease_role) = generated_rbac();
+    assert!(
+        args.iter().any(|a| a == "--plugins-from-cluster"),
+        "{args:?}"
+    );
+    let (committed_role, committed_roles) = generated_rbac();
     let name = committed_role.metadata.name.clone().unwrap();
 
     let runtime = runtime();
@@ -200,18 +208,19 @@ async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
         name,
         install_crds: true,
         lease: Some(rbac::LeaseName {
-            namespace,
+            namespace: namespace.clone(),
             name: lease,
         }),
+        plugins_from_cluster: Some(namespace),
     };
     let policy = base_policy(&base_dir());
     let printed = rbac::to_yaml(
         &rbac::cluster_role(&plugins, &policy, &options),
-        rbac::leader_election_role(&options).as_ref(),
+        &options,
         &plugins,
     )
     .unwrap();
-    let (printed_role, printed_lease_role) =
+    let (printed_role, printed_roles) =
         operator_host_tests::manifests::roles_of(&documents(&printed));
     // The documents, not the text: the comment lines name the plugins' content hashes,
     // which differ between machines (the wasm files embed the cargo registry's paths).
@@ -221,8 +230,18 @@ async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
         generated_rbac_path().display()
     );
     assert_eq!(committed_role, printed_role, "{drift}");
-    assert_eq!(committed_lease_role, printed_lease_role, "{drift}");
-    assert!(committed_lease_role.is_some(), "{drift}");
+    assert_eq!(committed_roles, printed_roles, "{drift}");
+    assert_eq!(committed_roles.len(), 2, "{drift}");
+    // The OperatorPlugin CRD the base ships is the one the host installs.
+    let committed_crd = std::fs::read_to_string(generated_crd_path()).unwrap();
+    let crd = <operator_host::operator_plugin::OperatorPlugin as kube::CustomResourceExt>::crd();
+    assert_eq!(
+        documents(&committed_crd),
+        [serde_json::to_value(&crd).unwrap()],
+        "{} is not what `operator-host crd --operator-plugin` prints: run `make manifests` \
+         and commit the result",
+        generated_crd_path().display()
+    );
 
     // The bindings name exactly those roles, for the base's ServiceAccount.
     let account = one(&objects, "ServiceAccount")["metadata"]["name"].clone();
@@ -231,16 +250,27 @@ async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
         deployment["spec"]["template"]["spec"]["serviceAccountName"], account,
         "{deployment}"
     );
-    for (binding, role) in [
-        (
-            one(&objects, "ClusterRoleBinding"),
-            committed_role.metadata.name.clone(),
-        ),
-        (
-            one(&objects, "RoleBinding"),
-            committed_lease_role.and_then(|r| r.metadata.name),
-        ),
-    ] {
+    let role_bindings: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "RoleBinding")
+        .collect();
+    assert_eq!(
+        role_bindings.len(),
+        committed_roles.len(),
+        "{role_bindings:?}"
+    );
+    let bindings = std::iter::once((
+        one(&objects, "ClusterRoleBinding"),
+        committed_role.metadata.name.clone(),
+    ))
+    .chain(committed_roles.iter().map(|role| {
+        let binding = role_bindings
+            .iter()
+            .find(|b| b["roleRef"]["name"].as_str() == role.metadata.name.as_deref())
+            .unwrap_or_else(|| panic!("no RoleBinding of {:?}", role.metadata.name));
+        (*binding, role.metadata.name.clone())
+    }));
+    for (binding, role) in bindings {
         assert_eq!(
             binding["roleRef"]["name"].as_str(),
             role.as_deref(),
@@ -358,10 +388,10 @@ async fn the_host_runs_as_deployed_under_exactly_the_generated_roles() {
     // The roles as committed, under a name of this test's (the ClusterRole is
     // cluster-scoped); the Lease Role in the test's namespace, where POD_NAMESPACE puts the
     // Lease.
-    let (mut cluster_role, lease_role) = generated_rbac();
+    let (mut cluster_role, roles) = generated_rbac();
     let role_name = format!("operator-host-{}", ns.name());
     cluster_role.metadata.name = Some(role_name.clone());
-    let account = service_account::bind(&ns, &cluster_role, lease_role.as_ref()).await;
+    let account = service_account::bind(&ns, &cluster_role, &roles).await;
 
     // The Deployment's command line, with its mount paths mapped to local directories
     // holding what the volumes hold, confined to the test's namespace (the deployed host
@@ -386,6 +416,11 @@ async fn the_host_runs_as_deployed_under_exactly_the_generated_roles() {
     );
     args.push(format!("--kubeconfig={}", account.kubeconfig.display()));
     args.push(format!("--namespace={}", ns.name()));
+    // Only this test's OperatorPlugins (none): others' are not this host's to serve.
+    args.push(format!(
+        "--operator-plugin-selector=operator-host.dev/test={}",
+        ns.name()
+    ));
     let pod_name = format!("{}-pod", ns.name());
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     for var in container["env"].as_array().into_iter().flatten() {

@@ -292,3 +292,29 @@ async fn signatures_interoperate_with_the_cosign_cli_both_ways() {
     );
     assert!(error.contains("verifies with the given key"), "{error}");
 }
+
+/// `rbac` takes what an OperatorPlugin names: a reference is pulled, and the role is the one
+/// the same plugin's file gets.
+#[tokio::test]
+async fn rbac_of_a_reference_is_the_rbac_of_the_plugin_it_names() {
+    let registry = TestRegistry::start().await;
+    let reference = registry.reference("plugins/memcached:rbac");
+    push_memcached(&reference);
+    let of_file = output_of(
+        host(&["rbac", "--plugins-from-cluster"]).arg(plugin_path("plugins", "memcached")),
+    );
+    let of_reference = output_of(&mut host(&[
+        "rbac",
+        "--plugins-from-cluster",
+        "--plain-http",
+        &reference,
+    ]));
+    assert_eq!(of_reference, of_file);
+    assert!(
+        of_file.contains("memcacheds") && of_file.contains("operatorplugins"),
+        "{of_file}"
+    );
+    // A file name that is not there is a missing file, not a registry to ask.
+    let missing = failure_of(&mut host(&["rbac", "no-such-plugin.wasm"]));
+    assert!(missing.contains("no-such-plugin.wasm"), "{missing}");
+}

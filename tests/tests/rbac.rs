@@ -27,6 +27,7 @@ fn printed_role(plugin: &Plugin, name: &str) -> ClusterRole {
         name: name.to_string(),
         install_crds: true,
         lease: None,
+        plugins_from_cluster: None,
     };
     let printed = rbac::to_yaml(
         &rbac::cluster_role(
@@ -34,7 +35,7 @@ fn printed_role(plugin: &Plugin, name: &str) -> ClusterRole {
             &Policy::default(),
             &options,
         ),
-        None,
+        &options,
         std::slice::from_ref(&plugin.decl),
     )
     .unwrap();
@@ -68,7 +69,7 @@ async fn the_host_works_under_exactly_the_role_that_rbac_prints() {
     // What `operator-host rbac --install-crds --name NAME memcached.wasm` prints, applied as is;
     // once the binding takes effect, the account can do what the role allows and nothing else.
     let role_name = format!("operator-host-{}", ns.name());
-    let restricted = service_account::bind(&ns, &printed_role(&plugin, &role_name), None)
+    let restricted = service_account::bind(&ns, &printed_role(&plugin, &role_name), &[])
         .await
         .client;
     let secrets: Api<Secret> = Api::namespaced(restricted.clone(), ns.name());
@@ -158,7 +159,7 @@ async fn a_child_kind_the_host_may_not_watch_recovers_once_the_permission_is_gra
         partial.rules, full.rules,
         "the role had a Service rule to take away"
     );
-    let restricted = service_account::bind(&ns, &partial, None).await.client;
+    let restricted = service_account::bind(&ns, &partial, &[]).await.client;
     let (_plugins, host) = serve_as(restricted, &plugin, &ns).await;
     let resource = memcached_resource();
     let memcacheds: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns.name(), &resource);
