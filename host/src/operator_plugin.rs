@@ -124,8 +124,8 @@ pub struct ReplicaStatus {
     pub name: String,
     /// The manifest digest it serves.
     pub digest: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    /// The version the artifact declares.
+    pub version: String,
     /// When it last said so.
     pub last_reported: Time,
 }
@@ -412,60 +412,8 @@ async fn report_replicas(
             Some(()) = synced.next() => {}
         }
         for resource in store.state() {
-            let name = resource.name_any();
-            let served = config
-                .cluster
-                .outcome(&name)
-                .and_then(|(_, served)| served)
-                .filter(|served| !served.digest.is_empty());
-            let own = resource
-                .status
-                .as_ref()
-                .and_then(|s| s.replicas.iter().find(|r| r.name == config.replica.name));
-            let up_to_date = match (&served, own) {
-                (Some(served), Some(own)) => {
-                    own.digest == served.digest
-                        && own.version.as_deref() == Some(served.version.as_str())
-                        && age(&own.last_reported) < REPORT_INTERVAL - REPORT_INTERVAL / 10
-                }
-                (None, None) => true,
-                _ => false,
-            };
-            let expired = config.leadership.may_write()
-                && resource.status.as_ref().is_some_and(|status| {
-                    status.replicas.iter().any(|r| {
-                        r.name != config.replica.name && age(&r.last_reported) > REPORT_EXPIRY
-                    })
-                });
-            if up_to_date && !expired {
-                continue;
-            }
-            let replica = &config.replica;
-            let leads = config.leadership.may_write();
-            let edited = edit_replicas(
-                &replica.client,
-                &name,
-                &replica.field_manager(),
-                |replicas| {
-                    if leads {
-                        replicas.retain(|r| {
-                            r.name == replica.name || age(&r.last_reported) <= REPORT_EXPIRY
-                        });
-                    }
-                    replicas.retain(|r| r.name != replica.name);
-                    if let Some(served) = &served {
-                        replicas.push(ReplicaStatus {
-                            name: replica.name.clone(),
-                            digest: served.digest.clone(),
-                            version: Some(served.version.clone()),
-                            last_reported: Time(now()),
-                        });
-                    }
-                },
-            )
-            .await;
-            if let Err(error) = edited {
-                tracing::warn!(operator_plugin = %name, %error, "cannot say in status.replicas what this replica serves");
+            if let Err(error) = report_replica(&resource, &config).await {
+                tracing::warn!(operator_plugin = %resource.name_any(), %error, "cannot say in status.replicas what this replica serves");
             }
         }
     }
@@ -475,23 +423,65 @@ async fn report_replicas(
     let withdraw = store
         .state()
         .into_iter()
-        .filter(|resource| {
-            resource
-                .status
-                .as_ref()
-                .is_some_and(|s| s.replicas.iter().any(|r| r.name == replica.name))
-        })
+        .filter(|resource| listed(resource, &replica.name).is_some())
         .map(|resource| async move {
-            let name = resource.name_any();
-            edit_replicas(
-                &replica.client,
-                &name,
-                &replica.field_manager(),
-                |replicas| replicas.retain(|r| r.name != replica.name),
-            )
+            edit_replicas(replica, &resource.name_any(), |replicas| {
+                replicas.retain(|r| r.name != replica.name)
+            })
             .await
         });
     let _ = tokio::time::timeout(WITHDRAW_TIMEOUT, futures::future::join_all(withdraw)).await;
+}
+
+/// The entry of replica `name` in `resource`'s status, if it has one.
+fn listed<'a>(resource: &'a OperatorPlugin, name: &str) -> Option<&'a ReplicaStatus> {
+    resource
+        .status
+        .as_ref()
+        .and_then(|s| s.replicas.iter().find(|r| r.name == name))
+}
+
+/// Writes this replica's entry in `resource`'s `status.replicas` if what it serves changed or
+/// the entry is due for renewal (and, on the leader, drops expired entries of others).
+async fn report_replica(resource: &OperatorPlugin, config: &Config) -> Result<(), Error> {
+    let replica = &config.replica;
+    let served = config
+        .cluster
+        .outcome(&resource.name_any())
+        .and_then(|(_, served)| served)
+        .filter(|served| !served.digest.is_empty());
+    let up_to_date = match (&served, listed(resource, &replica.name)) {
+        (Some(served), Some(own)) => {
+            own.digest == served.digest
+                && own.version == served.version
+                && age(&own.last_reported) < REPORT_INTERVAL - REPORT_INTERVAL / 10
+        }
+        (None, None) => true,
+        _ => false,
+    };
+    let leads = config.leadership.may_write();
+    let expired = |entry: &ReplicaStatus| {
+        leads && entry.name != replica.name && age(&entry.last_reported) > REPORT_EXPIRY
+    };
+    let any_expired = resource
+        .status
+        .as_ref()
+        .is_some_and(|status| status.replicas.iter().any(expired));
+    if up_to_date && !any_expired {
+        return Ok(());
+    }
+    edit_replicas(replica, &resource.name_any(), |replicas| {
+        replicas.retain(|entry| entry.name != replica.name && !expired(entry));
+        if let Some(served) = &served {
+            replicas.push(ReplicaStatus {
+                name: replica.name.clone(),
+                digest: served.digest.clone(),
+                version: served.version.clone(),
+                last_reported: Time(now()),
+            });
+        }
+    })
+    .await
 }
 
 /// How long ago `time` was (zero if it is in the future).
@@ -504,12 +494,11 @@ fn age(time: &Time) -> Duration {
 /// back if it changed, on the resource version read: a concurrent write by another replica
 /// is a conflict, after which the edit starts again from a fresh read.
 async fn edit_replicas(
-    client: &Client,
+    replica: &Replica,
     name: &str,
-    field_manager: &str,
     edit: impl Fn(&mut Vec<ReplicaStatus>),
 ) -> Result<(), Error> {
-    let api: Api<OperatorPlugin> = Api::all(client.clone());
+    let api: Api<OperatorPlugin> = Api::all(replica.client.clone());
     let write_failed = |source| Error::WriteStatus {
         name: name.to_string(),
         source,
@@ -528,7 +517,7 @@ async fn edit_replicas(
             "status": {"replicas": replicas},
         });
         let params = PatchParams {
-            field_manager: Some(field_manager.into()),
+            field_manager: Some(replica.field_manager()),
             ..PatchParams::default()
         };
         match api.patch_status(name, &params, &Patch::Merge(patch)).await {

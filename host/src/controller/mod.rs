@@ -712,18 +712,7 @@ pub async fn run_with_metrics(
                     leadership: leadership.clone(),
                     policy: config.policy.clone(),
                     selector: cluster_config.selector.clone(),
-                    replica: operator_plugin::Replica {
-                        name: config
-                            .leader_election
-                            .as_ref()
-                            .map_or_else(leader::default_identity, |election| {
-                                election.config.identity.clone()
-                            }),
-                        client: config
-                            .leader_election
-                            .as_ref()
-                            .map_or_else(|| client.clone(), |e| e.lease_client.clone()),
-                    },
+                    replica: this_replica(&config, &client),
                 },
                 cluster.synced(),
                 async move {
@@ -801,6 +790,21 @@ pub async fn run_with_metrics(
     }
     role_metrics.abort();
     Ok(())
+}
+
+/// This host as `status.replicas` of OperatorPlugins names it: its identity in the election
+/// (or the one it would have), writing with the Lease's unfenced client when it has one.
+fn this_replica(config: &RunConfig, client: &Client) -> operator_plugin::Replica {
+    match &config.leader_election {
+        Some(election) => operator_plugin::Replica {
+            name: election.config.identity.clone(),
+            client: election.lease_client.clone(),
+        },
+        None => operator_plugin::Replica {
+            name: leader::default_identity(),
+            client: client.clone(),
+        },
+    }
 }
 
 async fn cluster_changed(cluster: Option<&crate::registry::ClusterPlugins>) {
