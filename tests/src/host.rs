@@ -209,6 +209,15 @@ impl Host {
         })
     }
 
+    /// The count of children applied (`operator_host_applies_total`) and of applies skipped
+    /// because the cached child already held the body last applied.
+    pub fn applies(&self) -> (u64, u64) {
+        (
+            self.counter("operator_host_applies_total", |_| true),
+            self.counter("operator_host_applies_skipped_total", |_| true),
+        )
+    }
+
     /// The compiler tier (`baseline` or `optimized`) of the code `plugin` runs now.
     pub fn serving_tier(&self, plugin: &str) -> Option<String> {
         let encoded = self.metrics.encode();
