@@ -417,19 +417,15 @@ async fn report_replicas(
             }
         }
     }
-    // A replica that stops takes its entries away; one that cannot in time leaves them to
-    // expire.
+    // A replica that stops takes its entries away (from every resource: its cache may not
+    // have seen its last report yet); one that cannot in time leaves them to expire.
     let replica = &config.replica;
-    let withdraw = store
-        .state()
-        .into_iter()
-        .filter(|resource| listed(resource, &replica.name).is_some())
-        .map(|resource| async move {
-            edit_replicas(replica, &resource.name_any(), |replicas| {
-                replicas.retain(|r| r.name != replica.name)
-            })
-            .await
-        });
+    let withdraw = store.state().into_iter().map(|resource| async move {
+        edit_replicas(replica, &resource.name_any(), |replicas| {
+            replicas.retain(|r| r.name != replica.name)
+        })
+        .await
+    });
     let _ = tokio::time::timeout(WITHDRAW_TIMEOUT, futures::future::join_all(withdraw)).await;
 }
 

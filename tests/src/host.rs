@@ -194,6 +194,13 @@ impl Host {
         })
     }
 
+    /// The count of reconciles of `plugin`, whatever their result.
+    pub fn reconciles_of(&self, plugin: &str) -> u64 {
+        self.counter("operator_host_reconciles_total", |labels| {
+            labels.contains(&format!("plugin=\"{plugin}\""))
+        })
+    }
+
     /// The count of reconciles that did not succeed.
     pub fn reconciles_failed(&self) -> u64 {
         self.counter("operator_host_reconciles_total", |labels| {
