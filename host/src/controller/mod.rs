@@ -404,7 +404,6 @@ fn build_controller(
         watcher::Config::default(),
     )
     .default_backoff()
-    .modify(strip_unread_fields)
     .reflect(parent_writer)
     .inspect({
         let states = parent_states.clone();
@@ -434,8 +433,7 @@ fn build_controller(
             watcher(
                 api_for(client, kind, namespace),
                 watcher::Config::default().labels(&selector),
-            )
-            .modify(strip_unread_fields),
+            ),
         )
         .default_backoff()
         .inspect(move |event| {
@@ -452,13 +450,6 @@ fn build_controller(
         });
     }
     (controller, parents, child_caches)
-}
-
-/// Drops what neither the host nor a plugin reads before an object enters a cache, as
-/// controller-runtime's cache transforms do: `managedFields`, often the largest part of an
-/// object, which the host's server-side applies never need to see.
-fn strip_unread_fields(object: &mut DynamicObject) {
-    object.metadata.managed_fields = None;
 }
 
 /// A hash of what a parent's reconcile follows from, other than its status: generation

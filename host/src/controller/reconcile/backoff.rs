@@ -28,10 +28,6 @@ pub struct ParentState {
     /// have seen that write yet (status changes do not reconcile, so nothing corrects a skip
     /// later): a status equal to the cached one is skipped only if it is also this one.
     pub(super) written_status: Option<u64>,
-    /// By child (`group/Kind/name`): the hash of the body this host last applied. A child
-    /// whose body is the same again, and whose cached object still holds every field of it,
-    /// needs no apply.
-    pub(super) applied: HashMap<String, u64>,
 }
 
 /// Per-parent state of a controller.
