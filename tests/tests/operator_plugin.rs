@@ -80,25 +80,30 @@ async fn wait_for_status(
     .unwrap_or_else(|e| panic!("{when}: {e}; the status: {}", last.lock().unwrap()))
 }
 
-async fn set_source(api: &Api<DynamicObject>, source: &str) {
+/// Merge-patches `spec` into the memcached OperatorPlugin's spec.
+async fn patch_operator_plugin(
+    api: &Api<DynamicObject>,
+    spec: Value,
+) -> kube::Result<DynamicObject> {
     api.patch(
         "memcached",
         &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"source": source}})),
+        &Patch::Merge(json!({ "spec": spec })),
     )
     .await
-    .unwrap();
+}
+
+async fn set_source(api: &Api<DynamicObject>, source: &str) {
+    patch_operator_plugin(api, json!({ "source": source }))
+        .await
+        .unwrap();
 }
 
 /// Sets (or, with null, removes) the memcached OperatorPlugin's `spec.policy`.
 async fn set_policy(api: &Api<DynamicObject>, policy: Value) {
-    api.patch(
-        "memcached",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"policy": policy}})),
-    )
-    .await
-    .unwrap();
+    patch_operator_plugin(api, json!({ "policy": policy }))
+        .await
+        .unwrap();
 }
 
 fn start_host(ns: &TestNamespace, store: &Path, extra: &[&str]) -> ProcessHost {
@@ -167,12 +172,7 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
         "{violation}"
     );
     // One the CRD's schema refuses never reaches the host.
-    let refused = api
-        .patch(
-            "memcached",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"policy": {"podSecurity": "lenient"}}})),
-        )
+    let refused = patch_operator_plugin(&api, json!({"policy": {"podSecurity": "lenient"}}))
         .await
         .unwrap_err()
         .to_string();
