@@ -62,6 +62,11 @@ struct LeaderElectArgs {
     /// `default`).
     #[arg(long)]
     leader_elect_namespace: Option<String>,
+    /// Share the parents of every plugin among all replicas (each holds a shard Lease in the
+    /// Lease's namespace; the leader assigns each parent to a live shard and moves parents
+    /// with a drain handshake as replicas come and go). Needs --leader-elect.
+    #[arg(long, requires = "leader_elect")]
+    shard: bool,
 }
 
 impl LeaderElectArgs {
@@ -442,6 +447,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     lease_duration: Duration::from_secs(leader_elect_lease_duration),
                     renew_deadline: Duration::from_secs(leader_elect_renew_deadline),
                     retry_period: Duration::from_secs(leader_elect_retry_period),
+                    labels: Default::default(),
                 });
             if let Some(election) = &election {
                 election.validate()?;
@@ -450,28 +456,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(_) => Leadership::candidate(),
                 None => Leadership::unelected(),
             };
+            let shard = leader_election.shard;
+            let ring = leader_election.leader_elect_lease.clone();
             let (async_runtime, shutdown) =
                 serving.expect("the async runtime is started for every `run`");
             async_runtime.block_on(async move {
                     let kube_config = kube_config(kubeconfig.as_deref()).await?;
                     // Every write of the host goes through the fence; only the Lease's own
                     // renewals do not.
-                    let (client, leader_election) = match election {
+                    let (client, leader_election, sharding) = match election {
                         Some(election) => {
                             let lease_client = kube::Client::try_from(kube_config.clone())
                                 .context("creating the Kubernetes client")?;
                             tracing::info!(lease = %format!("{}/{}", election.namespace, election.lease_name), identity = %election.identity, "leader election on: standing by until this host holds the lease");
+                            let sharding = shard.then(|| {
+                                crate::shard::Sharding::new(&ring, &election, lease_client.clone())
+                            });
+                            // A sharded replica writes while its own shard Lease is fresh;
+                            // what only the leader does is checked against the election.
+                            let fence = sharding.as_ref().map_or(&leadership, |s| &s.fence);
                             (
-                                leader::fenced_client(kube_config, &leadership)?,
+                                leader::fenced_client(kube_config, fence)?,
                                 Some(leader::LeaderElection {
                                     config: election,
                                     lease_client,
                                 }),
+                                sharding,
                             )
                         }
                         None => (
                             kube::Client::try_from(kube_config)
                                 .context("creating the Kubernetes client")?,
+                            None,
                             None,
                         ),
                     };
@@ -484,10 +500,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                             resync: Duration::from_secs(resync_secs),
                             concurrency,
                             leadership,
+                            shard: None,
                         },
                         policy,
                         leader_election,
                         cluster_plugins,
+                        sharding,
                     };
                     controller::run(client, runtime, config, shutdown).await?;
                     anyhow::Ok(())
@@ -537,6 +555,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let lease = leader_election.leader_elect.then(|| rbac::LeaseName {
                 namespace: leader_election.namespace(),
                 name: leader_election.leader_elect_lease.clone(),
+                sharded: leader_election.shard,
             });
             let options = rbac::Options {
                 name,

@@ -85,3 +85,13 @@ pub fn crash_point(step: Step) {
 #[cfg(not(feature = "fault-injection"))]
 #[inline(always)]
 pub fn crash_point(_step: Step) {}
+
+/// The environment variable that, in fault-injection builds, makes the sharder move parents
+/// off a live shard without the drain handshake: the tests show that two replicas then write
+/// the same parent at once, which the handshake prevents.
+pub const SKIP_DRAIN_ENV: &str = "OPERATOR_HOST_UNSAFE_SKIP_DRAIN";
+
+/// Whether shard moves skip the drain handshake (never outside fault-injection builds).
+pub fn shard_moves_skip_the_drain() -> bool {
+    ENABLED && std::env::var_os(SKIP_DRAIN_ENV).is_some()
+}

@@ -67,6 +67,8 @@ pub struct ElectionConfig {
     pub lease_duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
+    /// Labels of the Lease when this host creates it (the shard leases are found by theirs).
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 impl ElectionConfig {
@@ -79,6 +81,7 @@ impl ElectionConfig {
             lease_duration: DEFAULT_LEASE_DURATION,
             renew_deadline: DEFAULT_RENEW_DEADLINE,
             retry_period: DEFAULT_RETRY_PERIOD,
+            labels: Default::default(),
         }
     }
 
@@ -419,6 +422,7 @@ async fn try_acquire_or_renew(
             metadata: ObjectMeta {
                 name: Some(config.lease_name.clone()),
                 namespace: Some(config.namespace.clone()),
+                labels: (!config.labels.is_empty()).then(|| config.labels.clone()),
                 ..ObjectMeta::default()
             },
             spec: Some(LeaseSpec {

@@ -11,6 +11,7 @@
 //! - [`watch`]: the debounced watcher of the plugin directory.
 //! - [`cli`]: the `operator-host` command line (the binary's edge).
 //! - [`leader`]: leader election with fencing (a Lease; only the holder writes).
+//! - [`shard`]: sharding the parents over the replicas (shard Leases, labels, drain handshake).
 //! - [`metrics`]: Prometheus metrics and health endpoints.
 //! - [`faults`]: crash points for fault-injection tests (empty unless built with `fault-injection`).
 
@@ -29,6 +30,7 @@ pub mod rbac;
 pub mod registry;
 pub mod render;
 pub mod runtime;
+pub mod shard;
 pub mod signature;
 #[cfg(test)]
 mod test_support;

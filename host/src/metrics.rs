@@ -66,6 +66,28 @@ pub struct ReloadLabels {
     pub result: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NamespaceLabels {
+    pub plugin: String,
+    /// The namespace a controller serves; empty for all.
+    pub namespace: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AssignmentLabels {
+    pub plugin: String,
+    /// `unassigned` (a new or drained parent), `shard-gone` (its shard died), `drain` (its
+    /// shard was asked to give it up), `undrain`, or `moved` (fault injection only).
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShardLabels {
+    pub plugin: String,
+    /// The shard name; empty for parents not assigned yet.
+    pub shard: String,
+}
+
 /// Every metric the host exports.
 pub struct Metrics {
     registry: Registry,
@@ -90,6 +112,16 @@ pub struct Metrics {
     pub reloads: Family<ReloadLabels, Counter>,
     /// 1 while this host leads (or runs without an election), 0 while it stands by.
     pub leader: Gauge,
+    /// With `--shard`: the parents this replica holds, by plugin.
+    pub shard_parents: Family<NamespaceLabels, Gauge>,
+    /// With `--shard`: drains this replica acknowledged (parents it gave up), by plugin.
+    pub shard_drains: Family<PluginLabels, Counter>,
+    /// With `--shard`, on the leader: label changes it made to parents, by plugin and reason.
+    pub shard_assignments: Family<AssignmentLabels, Counter>,
+    /// With `--shard`, on the leader: the parents assigned to each shard, by plugin.
+    pub shard_assigned: Family<ShardLabels, Gauge>,
+    /// With `--shard`: this replica's shard, and whether it holds its shard Lease.
+    shard: std::sync::Mutex<Option<(String, bool)>>,
     /// The election role as `/readyz` says it (`None` without an election).
     role: std::sync::Mutex<Option<String>>,
     ready: AtomicBool,
@@ -128,6 +160,30 @@ impl Metrics {
         let reloads = Family::<ReloadLabels, Counter>::default();
         let leader = Gauge::default();
         leader.set(1);
+        let shard_parents = Family::<NamespaceLabels, Gauge>::default();
+        let shard_drains = Family::<PluginLabels, Counter>::default();
+        let shard_assignments = Family::<AssignmentLabels, Counter>::default();
+        let shard_assigned = Family::<ShardLabels, Gauge>::default();
+        registry.register(
+            "shard_parents",
+            "Parents this replica holds (run --shard)",
+            shard_parents.clone(),
+        );
+        registry.register(
+            "shard_drains",
+            "Parents this replica gave up when asked to (run --shard)",
+            shard_drains.clone(),
+        );
+        registry.register(
+            "shard_assignments",
+            "Shard label changes the leader made to parents, by reason (run --shard)",
+            shard_assignments.clone(),
+        );
+        registry.register(
+            "shard_assigned_parents",
+            "Parents assigned to each shard, as the leader sees them (run --shard)",
+            shard_assigned.clone(),
+        );
         registry.register(
             "leader",
             "1 while this host leads (or runs without leader election), 0 on standby",
@@ -182,6 +238,11 @@ impl Metrics {
             plugin_info,
             reloads,
             leader,
+            shard_parents,
+            shard_drains,
+            shard_assignments,
+            shard_assigned,
+            shard: Default::default(),
             role: Default::default(),
             ready: AtomicBool::new(false),
             unavailable: Default::default(),
@@ -197,6 +258,12 @@ impl Metrics {
     /// Marks the host ready (every controller started and its caches synced).
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    /// Records this replica's shard and whether it holds its Lease: `/readyz` is not ready
+    /// while it does not (the leader gives parents only to shards it sees live).
+    pub fn set_shard(&self, shard: &str, member: bool) {
+        *self.shard.lock().unwrap_or_else(|e| e.into_inner()) = Some((shard.to_string(), member));
     }
 
     /// Records the election role: the `leader` gauge and the line `/readyz` adds. A standby is
@@ -241,13 +308,23 @@ impl Metrics {
         if !self.is_ready() {
             return (false, "starting".into());
         }
+        let shard = self.shard.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some((shard, false)) = &shard {
+            return (
+                false,
+                format!("not ready: shard {shard} does not hold its shard Lease yet\n"),
+            );
+        }
         let unavailable = self.unavailable.lock().unwrap_or_else(|e| e.into_inner());
         if unavailable.is_empty() {
             let role = self.role.lock().unwrap_or_else(|e| e.into_inner());
-            return match role.as_deref() {
-                Some(role) => (true, format!("ready: {role}")),
-                None => (true, "ready".into()),
+            let said = match (role.as_deref(), shard) {
+                (Some(role), Some((shard, _))) => format!("ready: {role}, shard {shard}"),
+                (None, Some((shard, _))) => format!("ready: shard {shard}"),
+                (Some(role), None) => format!("ready: {role}"),
+                (None, None) => "ready".into(),
             };
+            return (true, said);
         }
         let lines: Vec<String> = unavailable
             .iter()

@@ -25,7 +25,11 @@
 //! With leader election (`run --leader-elect`), [`leader_election_role`] is a namespaced Role
 //! for the Lease alone: `get` and `update` on the host's Lease (`resourceNames`), `create` on
 //! leases of its namespace (a create cannot be narrowed to a name, see above). Nothing in the
-//! ClusterRole touches leases, so the host can take no other deployment's lease.
+//! ClusterRole touches leases, so the host can take no other deployment's lease. With
+//! sharding (`run --shard`) each replica also holds a Lease named after itself, and the leader
+//! takes over and deletes dead replicas' Leases: the Role then grants every verb on leases
+//! of the namespace (names cannot be known in advance), which is why the host belongs in a
+//! namespace of its own.
 //!
 //! With `run --plugins-from-cluster`, the ClusterRole also reads `operatorplugins` and writes
 //! their status (and, with `--install-crds`, patches their CRD), and [`pull_secret_role`] is a
@@ -84,6 +88,8 @@ pub struct Options {
 pub struct LeaseName {
     pub namespace: String,
     pub name: String,
+    /// With `run --shard`: every replica also holds a shard Lease of its own.
+    pub sharded: bool,
 }
 
 impl Default for Options {
@@ -99,6 +105,9 @@ impl Default for Options {
 
 const LEASE_GROUP: &str = "coordination.k8s.io";
 const LEASE_VERBS: &[&str] = &["get", "update"];
+/// With sharding: the shard Leases are named after each replica, so no rule can name them;
+/// the leader lists and watches them, takes over a dead shard's and deletes it later.
+const SHARD_LEASE_VERBS: &[&str] = &["get", "list", "watch", "create", "update", "delete"];
 
 fn labels() -> Option<BTreeMap<String, String>> {
     Some(BTreeMap::from([(
@@ -125,10 +134,14 @@ pub fn leader_election_role(options: &Options) -> Option<Role> {
             labels: labels(),
             ..ObjectMeta::default()
         },
-        rules: Some(vec![
-            rule(Some(vec![lease.name.clone()]), LEASE_VERBS),
-            rule(None, &["create"]),
-        ]),
+        rules: Some(if lease.sharded {
+            vec![rule(None, SHARD_LEASE_VERBS)]
+        } else {
+            vec![
+                rule(Some(vec![lease.name.clone()]), LEASE_VERBS),
+                rule(None, &["create"]),
+            ]
+        }),
     })
 }
 
@@ -449,6 +462,7 @@ mod tests {
             lease: Some(LeaseName {
                 namespace: "ops".into(),
                 name: "my-lease".into(),
+                sharded: false,
             }),
             ..Options::default()
         };
@@ -463,6 +477,13 @@ mod tests {
                 },
                 rule(LEASE_GROUP, &["leases"], &["create"]),
             ]
+        );
+        let mut sharded = options.clone();
+        sharded.lease.as_mut().unwrap().sharded = true;
+        assert_eq!(
+            leader_election_role(&sharded).unwrap().rules.unwrap(),
+            [rule(LEASE_GROUP, &["leases"], SHARD_LEASE_VERBS)],
+            "shard Leases are named after replicas: no resourceNames"
         );
         let cluster_role = cluster_role(&[], &Policy::default(), &options);
         assert!(

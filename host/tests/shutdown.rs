@@ -45,10 +45,12 @@ async fn stop_against_a_hung_api_server(install_crds: bool) -> Duration {
             resync: Duration::from_secs(300),
             concurrency: 4,
             leadership: operator_host::leader::Leadership::unelected(),
+            shard: None,
         },
         policy: Arc::new(Policy::default()),
         leader_election: None,
         cluster_plugins: None,
+        sharding: None,
     };
     let metrics = Arc::new(Metrics::new());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -190,6 +190,7 @@ async fn controller_process(side: Side, namespace: String, args: Args) -> anyhow
                 resync: Duration::from_secs(300),
                 concurrency: args.concurrency,
                 leadership: operator_host::leader::Leadership::unelected(),
+                shard: None,
             };
             let controller = operator_host::controller::PluginController::start(
                 &client,

@@ -78,17 +78,23 @@ impl Election {
 
     /// Starts host `name` serving the plugins in `plugins`, with leader election on.
     pub async fn candidate(&self, name: &str, plugins: &Path) -> Candidate {
+        self.candidate_with(name, plugins, &[]).await
+    }
+
+    /// [`Election::candidate`] with more arguments of `run` (`--shard`).
+    pub async fn candidate_with(&self, name: &str, plugins: &Path, more: &[&str]) -> Candidate {
         let proxy = FaultProxy::start(devcluster::cluster().config().await.unwrap())
             .await
             .unwrap();
         let metrics = free_local_addr();
-        let args = [
+        let mut args = vec![
             "--leader-elect",
             "--leader-elect-namespace",
             self.ns.name(),
             "--leader-elect-identity",
             name,
         ];
+        args.extend_from_slice(more);
         let host = ProcessHost::start(&Launch {
             binary: &self.binary,
             plugins,

@@ -151,10 +151,12 @@ impl Host {
                 resync: Duration::from_secs(300),
                 concurrency: 16,
                 leadership: operator_host::leader::Leadership::unelected(),
+                shard: None,
             },
             policy: Arc::new(policy),
             leader_election: None,
             cluster_plugins: None,
+            sharding: None,
         };
         let metrics = Arc::new(Metrics::new());
         let (stop, stopped) = oneshot::channel::<()>();

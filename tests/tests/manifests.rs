@@ -210,6 +210,7 @@ async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
         lease: Some(rbac::LeaseName {
             namespace: namespace.clone(),
             name: lease,
+            sharded: false,
         }),
         plugins_from_cluster: Some(namespace),
     };

@@ -42,6 +42,7 @@ use crate::plugin::{KindRef, Plugin};
 use crate::policy::{Effective, Policy};
 use crate::registry::{Proposal, Registry};
 use crate::runtime::Runtime;
+use crate::shard::{self, Sharding};
 use crate::watch;
 
 pub use crd::install_crd;
@@ -138,6 +139,9 @@ pub struct RunConfig {
     pub leader_election: Option<leader::LeaderElection>,
     /// Also serve the plugins the cluster declares as `OperatorPlugin`s.
     pub cluster_plugins: Option<ClusterPluginsConfig>,
+    /// Share the parents with the other replicas (`run --shard`; needs `leader_election`,
+    /// whose leader assigns them).
+    pub sharding: Option<Sharding>,
 }
 
 /// Where the plugins of `OperatorPlugin`s are kept, and where their pull Secrets are read.
@@ -163,6 +167,19 @@ pub struct ControllerConfig {
     pub concurrency: u16,
     /// Whether this host may write now ([`Leadership::unelected`] without leader election).
     pub leadership: Leadership,
+    /// With sharding: this replica's shard (set by [`run`] from [`RunConfig::sharding`]).
+    pub shard: Option<ShardScope>,
+}
+
+/// What the controllers of a sharded replica need to know of the ring.
+#[derive(Debug, Clone)]
+pub struct ShardScope {
+    /// This replica's shard: it watches and reconciles only the parents labelled with it.
+    pub shard: String,
+    /// Open while its shard Lease is fresh: what gates its reconciles.
+    pub fence: Leadership,
+    /// The ring, for the leader's sharders.
+    pub members: tokio::sync::watch::Receiver<shard::Members>,
 }
 
 /// The cache of one child kind: what a reconcile presents to the plugin as observed.
@@ -196,7 +213,10 @@ pub struct PluginContext {
     /// (the watches that would fill them are no longer polled).
     pub stopping: tokio::sync::watch::Receiver<bool>,
     /// A standby reconciles nothing (its caches stay warm); the fence refuses its writes.
+    /// With sharding, the replica's shard fence.
     pub leadership: Leadership,
+    /// With sharding: this replica's shard; a reconcile goes on only for its own parents.
+    pub shard: Option<String>,
 }
 
 /// The token bucket of `rules.writeBudget`.
@@ -247,6 +267,8 @@ pub struct PluginController {
     reconcile_all: Vec<futures::channel::mpsc::UnboundedSender<()>>,
     /// Each controller's task and its parent cache.
     tasks: Vec<(tokio::task::JoinHandle<()>, reflector::Store<DynamicObject>)>,
+    /// With sharding: the sharder of each controller's parents (active while leading).
+    sharders: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for PluginController {
@@ -281,14 +303,23 @@ impl PluginController {
         } else {
             config.namespaces.iter().cloned().map(Some).collect()
         };
+        // A sharded replica writes while its shard Lease is fresh, whoever leads.
+        let write_gate = config
+            .shard
+            .as_ref()
+            .map_or_else(|| config.leadership.clone(), |s| s.fence.clone());
+        let shard_name = config.shard.as_ref().map(|s| s.shard.clone());
         let mut reconcile_all = Vec::new();
         let mut tasks = Vec::new();
+        let mut sharders = Vec::new();
         for namespace in scopes {
             let (trigger, triggered) = futures::channel::mpsc::unbounded();
             let stopping = stopped.clone();
-            let mut stopped = stopped.clone();
-            let shutdown = async move {
-                let _ = stopped.wait_for(|stop| *stop).await;
+            let shutdown = {
+                let mut stopped = stopped.clone();
+                async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                }
             };
             let plugin = current.load_full();
             let parents = Arc::new(reconcile::ParentStates::default());
@@ -296,11 +327,29 @@ impl PluginController {
                 client,
                 &plugin,
                 &policy.allowed_children(&plugin.decl),
-                namespace.as_deref(),
+                Scope {
+                    namespace: namespace.as_deref(),
+                    shard: shard_name.as_deref(),
+                },
                 config.concurrency,
                 metrics,
                 &parents,
             );
+            if let Some(scope) = &config.shard {
+                let sharder = shard::Sharder::new(
+                    client,
+                    &plugin.decl.name,
+                    &plugin.decl.parent,
+                    namespace.as_deref(),
+                    scope.members.clone(),
+                    config.leadership.clone(),
+                    metrics.clone(),
+                );
+                let mut stopped = stopped.clone();
+                sharders.push(tokio::spawn(sharder.run(async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                })));
+            }
             let context = Arc::new(PluginContext {
                 plugin: current.clone(),
                 client: client.clone(),
@@ -312,12 +361,13 @@ impl PluginController {
                 parents,
                 write_budget: write_budget.clone(),
                 stopping,
-                leadership: config.leadership.clone(),
+                leadership: write_gate.clone(),
+                shard: shard_name.clone(),
             });
             let scope = namespace.unwrap_or_else(|| "all namespaces".into());
             tracing::info!(plugin = %plugin.decl.name, parent = %plugin.decl.parent, children = plugin.decl.children.len(), %scope, "controller starting");
             // A host that becomes the leader reconciles every parent: as a standby it did not.
-            let triggered = futures::stream::select(triggered, config.leadership.gained());
+            let triggered = futures::stream::select(triggered, write_gate.gained());
             let task = tokio::spawn(async move {
                 controller
                     .reconcile_all_on(triggered)
@@ -340,6 +390,7 @@ impl PluginController {
             stop,
             reconcile_all,
             tasks,
+            sharders,
         }
     }
 
@@ -372,19 +423,30 @@ impl PluginController {
             }
             let _ = task.await;
         }
+        for sharder in self.sharders {
+            let _ = sharder.await;
+        }
         let name = &self.current.load().decl.name;
         self.metrics.clear_unavailable(&unavailable_prefix(name));
     }
 }
 
-/// A controller of `plugin`'s parent kind in `namespace` (or all), fed by the watches of
-/// its `children` kinds (only objects the host manages for this plugin), its parent cache and
+/// Which parents one controller serves: those of a namespace (or all), and with sharding only
+/// those labelled with its shard.
+#[derive(Debug, Clone, Copy)]
+struct Scope<'a> {
+    namespace: Option<&'a str>,
+    shard: Option<&'a str>,
+}
+
+/// A controller of `plugin`'s parent kind in `scope`, fed by the watches of its `children`
+/// kinds (only objects the host manages for this plugin, in its shard), its parent cache and
 /// the children's caches.
 fn build_controller(
     client: &Client,
     plugin: &Plugin,
     children: &[KindRef],
-    namespace: Option<&str>,
+    scope: Scope<'_>,
     concurrency: u16,
     metrics: &Arc<Metrics>,
     parent_states: &Arc<reconcile::ParentStates>,
@@ -394,28 +456,50 @@ fn build_controller(
     Vec<ChildCache>,
 ) {
     let decl = &plugin.decl;
+    let namespace = scope.namespace;
+    let shard_selector = scope
+        .shard
+        .map(|shard| format!("{}={shard}", shard::SHARD_LABEL));
+    let mut parent_watch = watcher::Config::default();
+    if let Some(selector) = &shard_selector {
+        parent_watch = parent_watch.labels(selector);
+    }
+    let shard_parents = scope.shard.map(|_| {
+        metrics
+            .shard_parents
+            .get_or_create(&crate::metrics::NamespaceLabels {
+                plugin: decl.name.clone(),
+                namespace: namespace.unwrap_or_default().to_string(),
+            })
+            .clone()
+    });
     let parent_writer = Writer::new(decl.parent.api_resource());
     let parents = parent_writer.as_reader();
     // Changes of a parent's status alone do not trigger a reconcile: the host writes the
     // status itself, and a plugin whose status changes on every call would otherwise be
     // called again after every write. Resyncs and child changes still reconcile.
-    let parent_changes = watcher(
-        api_for(client, &decl.parent, namespace),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .reflect(parent_writer)
-    .inspect({
-        let states = parent_states.clone();
-        let parents = parents.clone();
-        move |event| reconcile::forget_gone_parents(&states, &parents, event)
-    })
-    .touched_objects()
-    .predicate_filter(desired_state, PredicateConfig::default());
+    let parent_changes = watcher(api_for(client, &decl.parent, namespace), parent_watch)
+        .default_backoff()
+        .reflect(parent_writer)
+        .inspect({
+            let states = parent_states.clone();
+            let parents = parents.clone();
+            move |event| {
+                reconcile::forget_gone_parents(&states, &parents, event);
+                if let Some(gauge) = &shard_parents {
+                    gauge.set(i64::try_from(parents.len()).unwrap_or(i64::MAX));
+                }
+            }
+        })
+        .touched_objects()
+        .predicate_filter(desired_state, PredicateConfig::default());
     let mut controller =
         Controller::for_stream_with(parent_changes, parents.clone(), decl.parent.api_resource())
             .with_config(controller::Config::default().concurrency(concurrency));
-    let selector = managed_children_selector(&decl.name);
+    let selector = match &shard_selector {
+        Some(shard) => format!("{},{shard}", managed_children_selector(&decl.name)),
+        None => managed_children_selector(&decl.name),
+    };
     let mut child_caches = Vec::new();
     for kind in children {
         let writer = Writer::new(kind.api_resource());
@@ -662,7 +746,15 @@ pub async fn run_with_metrics(
     metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), RunError> {
+    let mut config = config;
     let dir = config.plugins_dir.clone();
+    let sharding = config
+        .sharding
+        .clone()
+        .map(|sharding| start_sharding(sharding, &config, &metrics));
+    if let Some(sharding) = &sharding {
+        config.controllers.shard = Some(sharding.scope.clone());
+    }
     // Watch before the first scan, so a change made during it is not missed.
     let (_watcher, mut dir_changed) = watch::watch_dir(&dir, watch::DEFAULT_DEBOUNCE)?;
     let (tier_ups, mut tiered_up) = tokio::sync::mpsc::unbounded_channel();
@@ -783,13 +875,84 @@ pub async fn run_with_metrics(
     if let Some(task) = cluster_task {
         let _ = task.await;
     }
-    // Only now that nothing reconciles any more is the Lease given up.
+    // Only now that nothing reconciles any more are the Leases given up: the shard's first
+    // (the leader then moves its parents at once), then the leader's.
+    if let Some(sharding) = sharding {
+        sharding.stop().await;
+    }
     if let Some((stop, task)) = election {
         let _ = stop.send(());
         let _ = task.await;
     }
     role_metrics.abort();
     Ok(())
+}
+
+/// The tasks of a sharded replica: its shard Lease, and the ring it follows.
+struct ShardTasks {
+    scope: ShardScope,
+    stop: tokio::sync::watch::Sender<bool>,
+    membership: tokio::task::JoinHandle<()>,
+    ring: tokio::task::JoinHandle<()>,
+    readiness: tokio::task::JoinHandle<()>,
+}
+
+impl ShardTasks {
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.membership.await;
+        let _ = self.ring.await;
+        self.readiness.abort();
+    }
+}
+
+/// Takes this replica's shard Lease and follows the ring (the leader also tidies it).
+fn start_sharding(sharding: Sharding, config: &RunConfig, metrics: &Arc<Metrics>) -> ShardTasks {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let identity = sharding.membership.config.identity.clone();
+    let shards = shard::Shards::new(
+        sharding.membership.lease_client.clone(),
+        &sharding.membership.config.namespace,
+        &sharding.ring,
+        &identity,
+        config.controllers.leadership.clone(),
+    );
+    let members = shards.members();
+    tracing::info!(shard = %sharding.shard, ring = %sharding.ring, "sharding on: reconciling the parents the leader assigns to this shard");
+    let ring = tokio::spawn(shards.run(until_stopped(stopped.clone())));
+    let membership = tokio::spawn(leader::run(
+        sharding.membership.clone(),
+        sharding.fence.clone(),
+        until_stopped(stopped),
+    ));
+    let readiness = tokio::spawn({
+        let metrics = metrics.clone();
+        let shard = sharding.shard.clone();
+        let mut changes = sharding.fence.changes();
+        async move {
+            loop {
+                let member = *changes.borrow_and_update() == leader::Role::Leader;
+                metrics.set_shard(&shard, member);
+                if changes.changed().await.is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    ShardTasks {
+        scope: ShardScope {
+            shard: sharding.shard,
+            fence: sharding.fence,
+            members,
+        },
+        stop,
+        membership,
+        ring,
+        readiness,
+    }
 }
 
 /// This host as `status.replicas` of OperatorPlugins names it: its identity in the election

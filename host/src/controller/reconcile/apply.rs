@@ -186,7 +186,13 @@ async fn apply_believing(
     believed: Option<&Value>,
 ) -> Result<Value, Error> {
     let name = child["metadata"]["name"].as_str().unwrap_or_default();
-    let body = with_uid_precondition(child, believed);
+    let mut body = with_uid_precondition(child, believed);
+    // With sharding, the child follows its parent into this shard's caches.
+    if let Some(shard) = &ctx.shard
+        && let Some(labels) = body["metadata"]["labels"].as_object_mut()
+    {
+        labels.insert(crate::shard::SHARD_LABEL.into(), shard.as_str().into());
+    }
     spend_write(ctx, &plugin.decl.name, "apply").await;
     let after = api
         .patch(

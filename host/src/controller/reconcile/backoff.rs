@@ -28,6 +28,9 @@ pub struct ParentState {
     /// have seen that write yet (status changes do not reconcile, so nothing corrects a skip
     /// later): a status equal to the cached one is skipped only if it is also this one.
     pub(super) written_status: Option<u64>,
+    /// With sharding: a reconcile on this replica succeeded since it was given the parent, so
+    /// its children carry this shard's label and its caches hold them.
+    pub(super) settled: bool,
 }
 
 /// Per-parent state of a controller.
@@ -65,11 +68,23 @@ pub(super) fn lock(
     states.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Forgets the failures of `parent` after a reconcile that succeeded.
-pub(super) fn record_success(states: &ParentStates, parent: &DynamicObject) {
-    if let Some(state) = lock(states).get_mut(&state_key(parent)) {
+/// Forgets the failures of `parent` after a reconcile that succeeded; with sharding, also
+/// marks it settled on this replica.
+pub(super) fn record_success(states: &ParentStates, parent: &DynamicObject, sharded: bool) {
+    let mut states = lock(states);
+    if sharded {
+        states.entry(state_key(parent)).or_default().settled = true;
+    }
+    if let Some(state) = states.get_mut(&state_key(parent)) {
         state.failures = None;
     }
+}
+
+/// Whether a reconcile of `parent` succeeded on this replica since it was given the parent.
+pub(super) fn is_settled(states: &ParentStates, parent: &DynamicObject) -> bool {
+    lock(states)
+        .get(&state_key(parent))
+        .is_some_and(|state| state.settled)
 }
 
 /// Forgets everything about `parent` (its deletion completed).
@@ -201,7 +216,7 @@ mod tests {
             [Action::requeue(Duration::from_secs(1))]
         );
         // A success forgets the failures.
-        record_success(&states, &a);
+        record_success(&states, &a, false);
         assert_eq!(
             delays(&a, &other, 1),
             [Action::requeue(Duration::from_secs(1))]

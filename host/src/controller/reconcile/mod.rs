@@ -147,6 +147,14 @@ pub async fn reconcile(
     if !ctx.leadership.may_write() {
         return Ok(Action::await_change());
     }
+    if let Some(shard) = &ctx.shard {
+        match crate::shard::ownership(&parent, shard) {
+            crate::shard::Ownership::Owned => {}
+            // Another shard's (a cache that lags may still show it): not ours to touch.
+            crate::shard::Ownership::NotOwned => return Ok(Action::await_change()),
+            crate::shard::Ownership::Draining => return Ok(give_up(&parent, &ctx).await),
+        }
+    }
     // The version live now serves this whole reconcile, even if a reload swaps it meanwhile.
     let plugin = ctx.plugin.load_full();
     let labels = PluginLabels {
@@ -177,10 +185,41 @@ pub async fn reconcile(
         })
         .inc();
     match &result {
-        Ok(_) => record_success(&ctx.parents, &parent),
+        Ok(_) => record_success(&ctx.parents, &parent, ctx.shard.is_some()),
         Err(error) => status::report_failure(&parent, &ctx, &plugin, error).await,
     }
     result
+}
+
+/// The owner's half of the drain handshake: no reconcile of this parent runs now (the
+/// controller runs one at a time per parent), so it is given up to the leader, which then
+/// assigns it to its new shard.
+async fn give_up(parent: &DynamicObject, ctx: &PluginContext) -> Action {
+    let plugin = ctx.plugin.load();
+    let api = api_for(
+        &ctx.client,
+        &plugin.decl.parent,
+        parent.namespace().as_deref(),
+    );
+    match crate::shard::ack_drain(&api, parent).await {
+        Ok(given_up) => {
+            if given_up {
+                tracing::debug!(parent = %parent_key(parent), "drained: given up to another shard");
+                forget(&ctx.parents, parent);
+                ctx.metrics
+                    .shard_drains
+                    .get_or_create(&PluginLabels {
+                        plugin: plugin.decl.name.clone(),
+                    })
+                    .inc();
+            }
+            Action::await_change()
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot give up a drained parent; retrying");
+            Action::requeue(Duration::from_secs(1))
+        }
+    }
 }
 
 async fn reconcile_parent(
@@ -334,6 +373,9 @@ async fn observed_children(
     let Some(uid) = parent.uid() else {
         return Ok(Vec::new());
     };
+    if ctx.shard.is_some() && !backoff::is_settled(&ctx.parents, parent) {
+        return live_children(parent, ctx, &uid).await;
+    }
     let mut observed = Vec::new();
     for ChildCache { kind, store, .. } in &ctx.child_caches {
         let owned = store.state_filter(|child| {
@@ -353,6 +395,51 @@ async fn observed_children(
         }
     }
     tracing::trace!(parent = %parent_key(parent), observed = observed.len(), "caches ready");
+    Ok(observed)
+}
+
+/// The children of a parent this shard has just been given, read from the API server: its
+/// caches select this shard's label, which the children carry only once this shard has
+/// applied them, and a child the plugin no longer wants must be seen to be pruned.
+async fn live_children(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    uid: &str,
+) -> Result<Vec<Value>, Error> {
+    let plugin = ctx.plugin.load();
+    let selector = format!(
+        "{},{}={uid}",
+        super::managed_children_selector(&plugin.decl.name),
+        crate::plan::PARENT_UID_LABEL
+    );
+    let mut observed = Vec::new();
+    for ChildCache { kind, .. } in &ctx.child_caches {
+        let api = api_for(&ctx.client, kind, parent.namespace().as_deref());
+        let listed = api
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await
+            .map_err(|source| Error::Read {
+                kind: kind.kind.clone(),
+                name: format!("children of {}", parent_key(parent)),
+                source,
+            })?;
+        for child in listed.items {
+            let controlled = child
+                .owner_references()
+                .iter()
+                .any(|r| r.uid == uid && r.controller == Some(true));
+            let Ok(mut value) = serde_json::to_value(&child) else {
+                continue;
+            };
+            if !controlled {
+                continue;
+            }
+            value["apiVersion"] = kind.api_version().into();
+            value["kind"] = kind.kind.clone().into();
+            observed.push(value);
+        }
+    }
+    tracing::debug!(parent = %parent_key(parent), observed = observed.len(), "new to this shard: children read live");
     Ok(observed)
 }
 
