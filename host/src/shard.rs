@@ -284,7 +284,8 @@ pub fn ownership(parent: &DynamicObject, shard: &str) -> Ownership {
 
 /// The owner's half of the handshake: removes the parent's shard and drain labels if it is
 /// still the version the reconciler saw (a conflict means it changed: the watch brings the
-/// change). Returns whether it was given up.
+/// change, or the caller tries again). Returns whether it was given up; a parent that is gone
+/// counts as given up.
 pub async fn ack_drain(api: &Api<DynamicObject>, parent: &DynamicObject) -> Result<bool, Error> {
     let patch = json!({"metadata": {
         "resourceVersion": parent.resource_version(),
@@ -299,7 +300,8 @@ pub async fn ack_drain(api: &Api<DynamicObject>, parent: &DynamicObject) -> Resu
         .await
     {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => Ok(false),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
         Err(source) => Err(Error::Label {
             what: "parent".into(),
             name: parent.name_any(),

@@ -53,17 +53,19 @@ fn shares(shards: &BTreeMap<String, String>) -> BTreeMap<String, usize> {
 }
 
 /// Waits until every parent is assigned to one of `live`, none is draining, and each of
-/// `live` holds at least `least`; returns the assignment.
+/// `live` holds at least `least`; returns the assignment, or what it was at the deadline.
 async fn settled(
     election: &Election,
     live: &[&str],
     least: usize,
     bound: Duration,
-) -> BTreeMap<String, String> {
-    wait_for(
+) -> Result<BTreeMap<String, String>, String> {
+    let outcome = wait_for(
         "the parents sharded over the live replicas",
         bound,
         || async {
+            // Metadata only, and not too often: the API server is what the hosts wait for.
+            tokio::time::sleep(Duration::from_millis(400)).await;
             let (shards, draining) = assignments(election).await;
             let shares = shares(&shards);
             let done = shards.len() == CRS
@@ -75,10 +77,38 @@ async fn settled(
             Ok(done.then_some(shards))
         },
     )
-    .await
-    .unwrap_or_else(|e| {
-        panic!("{e}");
-    })
+    .await;
+    match outcome {
+        Ok(shards) => Ok(shards),
+        Err(e) => Err(format!("{e}: {}", describe(election).await)),
+    }
+}
+
+/// What the shards hold and how many parents are draining, for a failure message.
+async fn describe(election: &Election) -> String {
+    let (shards, draining) = assignments(election).await;
+    format!(
+        "{} of {CRS} parents assigned, shares {:?}, {} draining (e.g. {:?})",
+        shards.len(),
+        shares(&shards),
+        draining.len(),
+        draining.first()
+    )
+}
+
+/// Panics with `problem` and the tail of each replica's log (whole logs in the directory
+/// `OPERATOR_HOST_TEST_DUMP_LOGS` names, if set).
+fn fail(replicas: &[Candidate], problem: String) -> ! {
+    if let Ok(dir) = std::env::var("OPERATOR_HOST_TEST_DUMP_LOGS") {
+        for replica in replicas {
+            let _ = std::fs::write(format!("{dir}/{}.log", replica.name), replica.host.log());
+        }
+    }
+    let tails: Vec<String> = replicas
+        .iter()
+        .map(|r| format!("--- {}:\n{}", r.name, r.host.log_tail(15)))
+        .collect();
+    panic!("{problem}\n{}", tails.join("\n"));
 }
 
 /// The parent a reconcile write is about: the Memcached's status, or a child (named after its
@@ -175,7 +205,8 @@ async fn three_replicas_share_300_parents_and_a_killed_or_added_replica_moves_th
         CRS / 6,
         Duration::from_secs(30),
     )
-    .await;
+    .await
+    .unwrap_or_else(|e| fail(&replicas, e));
     println!(
         "sharding: 300 CRs converged in {converged:?} over 3 replicas; shares {:?}",
         shares(&shards)
@@ -239,7 +270,8 @@ async fn three_replicas_share_300_parents_and_a_killed_or_added_replica_moves_th
         CRS / 4,
         Duration::from_secs(10),
     )
-    .await;
+    .await
+    .unwrap_or_else(|e| fail(&replicas, e));
 
     // A fourth replica joins while every parent is being changed: it takes a share through the
     // drain handshake, and no parent has two writers meanwhile.
@@ -255,7 +287,8 @@ async fn three_replicas_share_300_parents_and_a_killed_or_added_replica_moves_th
         CRS / 6,
         Duration::from_secs(60),
     )
-    .await;
+    .await
+    .unwrap_or_else(|e| fail(&replicas, e));
     election
         .converge(&election.plugin, &names, "300 CRs after host-d joined")
         .await;

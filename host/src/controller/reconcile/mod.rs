@@ -191,6 +191,9 @@ pub async fn reconcile(
     result
 }
 
+/// How soon a drain whose acknowledgement met a newer version of the parent is tried again.
+const DRAIN_RETRY: Duration = Duration::from_millis(200);
+
 /// The owner's half of the drain handshake: no reconcile of this parent runs now (the
 /// controller runs one at a time per parent), so it is given up to the leader, which then
 /// assigns it to its new shard.
@@ -202,19 +205,20 @@ async fn give_up(parent: &DynamicObject, ctx: &PluginContext) -> Action {
         parent.namespace().as_deref(),
     );
     match crate::shard::ack_drain(&api, parent).await {
-        Ok(given_up) => {
-            if given_up {
-                tracing::debug!(parent = %parent_key(parent), "drained: given up to another shard");
-                forget(&ctx.parents, parent);
-                ctx.metrics
-                    .shard_drains
-                    .get_or_create(&PluginLabels {
-                        plugin: plugin.decl.name.clone(),
-                    })
-                    .inc();
-            }
+        Ok(true) => {
+            tracing::debug!(parent = %parent_key(parent), "drained: given up to another shard");
+            forget(&ctx.parents, parent);
+            ctx.metrics
+                .shard_drains
+                .get_or_create(&PluginLabels {
+                    plugin: plugin.decl.name.clone(),
+                })
+                .inc();
             Action::await_change()
         }
+        // The parent changed since the cache showed it (a status write, say, which does not
+        // reconcile): try again on the version the cache has by then.
+        Ok(false) => Action::requeue(DRAIN_RETRY),
         Err(error) => {
             tracing::warn!(%error, "cannot give up a drained parent; retrying");
             Action::requeue(Duration::from_secs(1))
