@@ -108,6 +108,8 @@ impl Reconciler for MemcachedOperator {
     }
 }
 
+// Behind a feature so a plugin that reuses this crate (plugins/fleet) exports only itself.
+#[cfg(feature = "export")]
 operator_host_sdk::export_reconciler!(MemcachedOperator);
 
 /// Checks what the CRD schema cannot express, and what `render` sees without an API server;
