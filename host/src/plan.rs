@@ -167,6 +167,36 @@ pub fn request(function: &str, parent: &Value, observed: &[Value]) -> (Reconcile
     (request, seed)
 }
 
+/// `object` cut down to the shape of `template`: the keys of its maps, element by element for
+/// lists of the same length, whole otherwise.
+pub fn project(template: &Value, object: &Value) -> Value {
+    match (template, object) {
+        (Value::Object(fields), Value::Object(values)) => Value::Object(
+            fields
+                .iter()
+                .map(|(key, field)| {
+                    let value = values.get(key).unwrap_or(&Value::Null);
+                    (key.clone(), project(field, value))
+                })
+                .collect(),
+        ),
+        (Value::Array(items), Value::Array(values)) if items.len() == values.len() => Value::Array(
+            items
+                .iter()
+                .zip(values)
+                .map(|(item, value)| project(item, value))
+                .collect(),
+        ),
+        (_, value) => value.clone(),
+    }
+}
+
+/// Whether `object` holds every field of `desired` with the value it has there (whatever
+/// else the API server or others added).
+pub fn holds(object: &Value, desired: &Value) -> bool {
+    project(desired, object) == *desired
+}
+
 /// `object` without `metadata.managedFields`: bookkeeping of the API server that no plugin
 /// needs, and often the largest part of an object.
 fn without_managed_fields(object: &Value) -> std::borrow::Cow<'_, Value> {

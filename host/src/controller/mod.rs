@@ -480,6 +480,7 @@ fn build_controller(
     // called again after every write. Resyncs and child changes still reconcile.
     let parent_changes = watcher(api_for(client, &decl.parent, namespace), parent_watch)
         .default_backoff()
+        .modify(strip_unread_fields)
         .reflect(parent_writer)
         .inspect({
             let states = parent_states.clone();
@@ -517,7 +518,8 @@ fn build_controller(
             watcher(
                 api_for(client, kind, namespace),
                 watcher::Config::default().labels(&selector),
-            ),
+            )
+            .modify(strip_unread_fields),
         )
         .default_backoff()
         .inspect(move |event| {
@@ -536,6 +538,13 @@ fn build_controller(
     (controller, parents, child_caches)
 }
 
+/// Drops what neither the host nor a plugin reads before an object enters a cache, as
+/// controller-runtime's cache transforms do: `managedFields`, often the largest part of an
+/// object, which plugins are never shown and server-side apply never needs client-side.
+fn strip_unread_fields(object: &mut DynamicObject) {
+    object.metadata.managed_fields = None;
+}
+
 /// A hash of what a parent's reconcile follows from, other than its status: generation
 /// (spec), labels, annotations, finalizers and deletion.
 fn desired_state(parent: &DynamicObject) -> Option<u64> {
@@ -550,6 +559,16 @@ fn desired_state(parent: &DynamicObject) -> Option<u64> {
         .is_some()
         .hash(&mut hasher);
     Some(hasher.finish())
+}
+
+/// What the CRD step of a plugin's start did.
+enum CrdStep {
+    /// Without `--install-crds`: nothing.
+    NotInstalling,
+    /// The CRD is installed (created, updated or found as it should be).
+    Installed,
+    /// A standby found the leader's CRD and serves it as it is.
+    LeftToLeader,
 }
 
 /// The controllers of every served plugin file, kept in step with the registry.
@@ -585,8 +604,19 @@ impl Supervisor {
         // is listed again below; a file removed meanwhile is not.
         self.metrics.clear_unavailable(UNAVAILABLE_FILE);
         let mut deferred = false;
-        for proposal in proposals {
-            match self.carry_out(&proposal).await {
+        // The CRD steps first, all at once: on a start with many plugins their round trips to
+        // the API server overlap instead of adding up.
+        let crd_steps = futures::future::join_all(proposals.iter().map(|proposal| async {
+            match proposal {
+                Proposal::Add { plugin } | Proposal::Replace { new: plugin, .. } => {
+                    Some(self.crd_step(plugin).await)
+                }
+                Proposal::Remove { .. } => None,
+            }
+        }))
+        .await;
+        for (proposal, crd_step) in proposals.into_iter().zip(crd_steps) {
+            match self.carry_out(&proposal, crd_step).await {
                 Ok(()) => lock(registry).commit(&proposal),
                 Err(error) if error.is_about_content() => lock(registry).reject(&proposal, &error),
                 Err(error) => {
@@ -600,15 +630,22 @@ impl Supervisor {
         deferred
     }
 
-    async fn carry_out(&mut self, proposal: &Proposal) -> Result<(), RunError> {
+    /// Carries out `proposal`, whose plugin's CRD step (for an addition or a replacement) has
+    /// had the outcome `crd_step`.
+    async fn carry_out(
+        &mut self,
+        proposal: &Proposal,
+        crd_step: Option<Result<CrdStep, RunError>>,
+    ) -> Result<(), RunError> {
         let path = proposal.path().to_path_buf();
+        if let Some(step) = crd_step {
+            self.record_crd_step(&path, step?);
+        }
         match proposal {
             Proposal::Add { plugin } => {
-                self.install_crd(plugin).await?;
                 self.start(path, plugin.clone());
             }
             Proposal::Replace { old, new } => {
-                self.install_crd(new).await?;
                 match self.controllers.get(&path) {
                     Some(controller) if !proposal.needs_restart() => {
                         controller.swap(new.clone(), true);
@@ -662,13 +699,20 @@ impl Supervisor {
     /// Installs the plugin's CRD (with `--install-crds`); a standby does not write, and
     /// starts the plugin once the CRD exists (the leader's, until this host leads).
     async fn install_crd(&mut self, plugin: &Plugin) -> Result<(), RunError> {
+        let step = self.crd_step(plugin).await?;
+        self.record_crd_step(&plugin.path, step);
+        Ok(())
+    }
+
+    /// The CRD step of [`Supervisor::install_crd`], without its bookkeeping (so that the
+    /// steps of several plugins can run at once).
+    async fn crd_step(&self, plugin: &Plugin) -> Result<CrdStep, RunError> {
         if !self.config.install_crds {
-            return Ok(());
+            return Ok(CrdStep::NotInstalling);
         }
         if self.config.controllers.leadership.may_write() {
             install_crd(&self.client, plugin).await?;
-            self.crds_left_to_leader.remove(&plugin.path);
-            return Ok(());
+            return Ok(CrdStep::Installed);
         }
         if !crd::crd_exists(&self.client, plugin).await? {
             return Err(RunError::CrdAwaitsLeader {
@@ -676,8 +720,19 @@ impl Supervisor {
                 crd: plugin.decl.crd.metadata.name.clone().unwrap_or_default(),
             });
         }
-        self.crds_left_to_leader.insert(plugin.path.clone());
-        Ok(())
+        Ok(CrdStep::LeftToLeader)
+    }
+
+    fn record_crd_step(&mut self, path: &std::path::Path, step: CrdStep) {
+        match step {
+            CrdStep::NotInstalling => {}
+            CrdStep::Installed => {
+                self.crds_left_to_leader.remove(path);
+            }
+            CrdStep::LeftToLeader => {
+                self.crds_left_to_leader.insert(path.to_path_buf());
+            }
+        }
     }
 
     /// On becoming the leader: installs the CRDs of the plugins it serves (a standby took

@@ -23,7 +23,7 @@ use super::{Error, PluginContext, child_reference, publish, spend_write};
 use crate::controller::{FIELD_MANAGER, api_for};
 use crate::faults;
 use crate::metrics::KindLabels;
-use crate::plan::Plan;
+use crate::plan::{Plan, project};
 use crate::plugin::{KindRef, Plugin};
 
 /// How one apply changed a child, as its event says.
@@ -254,30 +254,6 @@ pub(super) fn child_change(
         return Some(ChildChange::Created);
     };
     (project(desired, before) != project(desired, after)).then_some(ChildChange::Updated)
-}
-
-/// `object` cut down to the shape of `template`: the keys of its maps, element by element for
-/// lists of the same length, whole otherwise.
-fn project(template: &Value, object: &Value) -> Value {
-    match (template, object) {
-        (Value::Object(fields), Value::Object(values)) => Value::Object(
-            fields
-                .iter()
-                .map(|(key, field)| {
-                    let value = values.get(key).unwrap_or(&Value::Null);
-                    (key.clone(), project(field, value))
-                })
-                .collect(),
-        ),
-        (Value::Array(items), Value::Array(values)) if items.len() == values.len() => Value::Array(
-            items
-                .iter()
-                .zip(values)
-                .map(|(item, value)| project(item, value))
-                .collect(),
-        ),
-        (_, value) => value.clone(),
-    }
 }
 
 #[cfg(test)]
