@@ -15,8 +15,11 @@
 //!
 //! Both controllers use the default kube-rs client (kube-rs has no client-side rate limit),
 //! the same reconcile concurrency, the same reflector-backed child caches, the same labels,
-//! owner references, apply order, events and status rules. The native one calls
-//! `memcached::MemcachedOperator::reconcile` directly. Results go to stdout as a table.
+//! owner references, apply order, events and status rules. The native one
+//! (`common/native.rs`) calls `memcached::MemcachedOperator::reconcile` directly. Results go to
+//! stdout as a table.
+
+mod common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -26,21 +29,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use common::native::{NativeController, Operand};
+use common::{
+    cpu_secs, ensure_pod_capacity, memory_mib, percentile, remove_bench_nodes, wait_namespace_gone,
+};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
-};
-use kube::core::object::Object;
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::runtime::reflector::{self, Store};
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource, ResourceExt};
-use operator_host::plan::{MANAGED_BY, MANAGED_BY_LABEL, PARENT_UID_LABEL, PLUGIN_LABEL};
-use operator_host_sdk::{Observed, Reconciler};
+use kube::{Client, ResourceExt};
 use operator_host_tests::devcluster::{self, TestNamespace};
 use serde_json::{Value, json};
 
@@ -48,10 +46,6 @@ const GROUP: &str = "cache.example.com";
 const VERSION: &str = "v1alpha1";
 const KIND: &str = "Memcached";
 const PLURAL: &str = "memcacheds";
-/// Pods a devcluster (kwok) node accepts.
-const PODS_PER_NODE: usize = 110;
-/// Label of the fake nodes this benchmark adds when the cluster lacks pod capacity.
-const BENCH_NODE_LABEL: &str = "operator-host.bench/node";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
@@ -145,16 +139,7 @@ fn parse_args() -> anyhow::Result<Args> {
 
 fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = common::init()?;
     match args.controller.clone() {
         Some((side, namespace)) => runtime.block_on(controller_process(side, namespace, args)),
         None => runtime.block_on(driver(args)),
@@ -168,15 +153,7 @@ fn main() -> anyhow::Result<()> {
 /// Runs one controller until stdin closes; prints `ready` once it is started.
 async fn controller_process(side: Side, namespace: String, args: Args) -> anyhow::Result<()> {
     let client = devcluster::client().await;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    std::thread::spawn(move || {
-        // EOF (or any error) on stdin: the driver is done with us.
-        let _ = std::io::stdin().read_to_end(&mut Vec::new());
-        let _ = stop_tx.send(());
-    });
-    let shutdown = async move {
-        let _ = stop_rx.await;
-    };
+    let shutdown = common::stdin_closed();
     match side {
         Side::Wasm => {
             let runtime =
@@ -203,8 +180,17 @@ async fn controller_process(side: Side, namespace: String, args: Args) -> anyhow
             controller.stop().await;
         }
         Side::Native => {
+            let operand = Operand {
+                name: "memcached".into(),
+                parent: parent_resource(),
+                logic: common::memcached_logic,
+            };
             announce_ready();
-            native::run(client, &namespace, args.concurrency, shutdown).await;
+            NativeController::new(client, &namespace, operand, args.concurrency)
+                .owns::<Deployment>()
+                .owns::<Service>()
+                .run(shutdown, Default::default())
+                .await;
         }
     }
     Ok(())
@@ -218,269 +204,6 @@ fn announce_ready() {
 
 fn compile_cache_dir() -> PathBuf {
     devcluster::repo_root().join("target/bench-compile-cache")
-}
-
-/// A native kube-rs controller with the Memcached logic, doing what the host does per reconcile.
-mod native {
-    use super::*;
-
-    /// The parent: the plugin's typed spec, and the status as JSON (the host adds
-    /// `observedGeneration` and a `Reconciled` condition that `MemcachedStatus` does not model,
-    /// and comparing the full status is what lets both skip unchanged status writes).
-    pub type Parent = Object<memcached::MemcachedSpec, Value>;
-
-    pub fn parent_resource() -> ApiResource {
-        ApiResource {
-            group: GROUP.into(),
-            version: VERSION.into(),
-            api_version: format!("{GROUP}/{VERSION}"),
-            kind: KIND.into(),
-            plural: PLURAL.into(),
-        }
-    }
-
-    const FIELD_MANAGER: &str = "memcached-native";
-
-    #[derive(Debug, thiserror::Error)]
-    pub enum Error {
-        #[error("the child caches stopped: {0}")]
-        Cache(String),
-        #[error("the Memcached logic failed: {0:?}")]
-        Logic(operator_host_sdk::Error),
-        #[error("applying {kind} {name}: {source}")]
-        Apply {
-            kind: String,
-            name: String,
-            source: kube::Error,
-        },
-        #[error("writing the status: {0}")]
-        Status(kube::Error),
-    }
-
-    struct Context {
-        client: Client,
-        deployments: Store<Deployment>,
-        services: Store<Service>,
-        recorder: Recorder,
-        resync: Duration,
-    }
-
-    pub async fn run(
-        client: Client,
-        namespace: &str,
-        concurrency: u16,
-        shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-    ) {
-        let resource = parent_resource();
-        let parents: Api<Parent> = Api::namespaced_with(client.clone(), namespace, &resource);
-        let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY},{PLUGIN_LABEL}=memcached");
-        let child_config = watcher::Config::default().labels(&selector).any_semantic();
-        let (deployments, deployment_writer) = reflector::store::<Deployment>();
-        let (services, service_writer) = reflector::store::<Service>();
-        let deployment_stream = reflector::reflector(
-            deployment_writer,
-            watcher(
-                Api::<Deployment>::namespaced(client.clone(), namespace),
-                child_config.clone(),
-            ),
-        )
-        .default_backoff()
-        .touched_objects();
-        let service_stream = reflector::reflector(
-            service_writer,
-            watcher(
-                Api::<Service>::namespaced(client.clone(), namespace),
-                child_config,
-            ),
-        )
-        .default_backoff()
-        .touched_objects();
-        let context = Arc::new(Context {
-            client: client.clone(),
-            deployments,
-            services,
-            recorder: Recorder::new(
-                client,
-                Reporter {
-                    controller: FIELD_MANAGER.into(),
-                    instance: None,
-                },
-            ),
-            resync: Duration::from_secs(300),
-        });
-        Controller::new_with(parents, watcher::Config::default().any_semantic(), resource)
-            .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
-            .owns_stream(deployment_stream)
-            .owns_stream(service_stream)
-            .graceful_shutdown_on(shutdown)
-            .run(reconcile, error_policy, context)
-            .for_each(|result| async move {
-                if let Err(error) = result {
-                    tracing::debug!(%error, "native reconcile failed");
-                }
-            })
-            .await;
-    }
-
-    fn error_policy(_: Arc<Parent>, error: &Error, _: Arc<Context>) -> Action {
-        tracing::warn!(%error, "native reconcile failed");
-        Action::requeue(Duration::from_secs(1))
-    }
-
-    fn owned_by(meta: &ObjectMeta, uid: &str) -> bool {
-        meta.owner_references
-            .iter()
-            .flatten()
-            .any(|r| r.uid == uid && r.controller == Some(true))
-    }
-
-    fn now_rfc3339() -> String {
-        let now = k8s_openapi::jiff::Timestamp::now();
-        now.round(k8s_openapi::jiff::Unit::Second)
-            .unwrap_or(now)
-            .to_string()
-    }
-
-    async fn reconcile(parent: Arc<Parent>, ctx: Arc<Context>) -> Result<Action, Error> {
-        if parent.metadata.deletion_timestamp.is_some() {
-            return Ok(Action::await_change());
-        }
-        for ready in [
-            ctx.deployments.wait_until_ready().await,
-            ctx.services.wait_until_ready().await,
-        ] {
-            ready.map_err(|e| Error::Cache(e.to_string()))?;
-        }
-        let uid = parent.metadata.uid.clone().unwrap_or_default();
-        let namespace = parent.namespace().unwrap_or_default();
-        let name = parent.name_any();
-
-        // Observed children from the caches, as the host presents them to the plugin.
-        let mut observed = Vec::new();
-        let mut versions: HashMap<(String, String), String> = HashMap::new();
-        for d in ctx
-            .deployments
-            .state_filter(|d| owned_by(&d.metadata, &uid))
-        {
-            versions.insert(
-                ("Deployment".into(), d.name_any()),
-                d.resource_version().unwrap_or_default(),
-            );
-            observed.push(serde_json::to_value(&*d).unwrap_or(Value::Null));
-        }
-        for s in ctx.services.state_filter(|s| owned_by(&s.metadata, &uid)) {
-            versions.insert(
-                ("Service".into(), s.name_any()),
-                s.resource_version().unwrap_or_default(),
-            );
-            observed.push(serde_json::to_value(&*s).unwrap_or(Value::Null));
-        }
-        let typed = memcached::Memcached {
-            metadata: parent.metadata.clone(),
-            spec: parent.spec.clone(),
-            status: None,
-        };
-        let desired = memcached::MemcachedOperator::reconcile(&typed, &Observed::new(observed))
-            .map_err(Error::Logic)?;
-
-        // Children: the host's metadata, then server-side apply in the host's order.
-        let mut children = desired.children;
-        children.sort_by_key(|c| operator_host::plan::apply_rank(c["kind"].as_str().unwrap_or("")));
-        let owner = OwnerReference {
-            api_version: format!("{GROUP}/{VERSION}"),
-            kind: KIND.into(),
-            name: name.clone(),
-            uid: uid.clone(),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        };
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let reference = parent.object_ref(&parent_resource());
-        let child_count = children.len();
-        for mut child in children {
-            let kind = child["kind"].as_str().unwrap_or_default().to_string();
-            let child_name = child["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let metadata = &mut child["metadata"];
-            metadata["namespace"] = namespace.clone().into();
-            let labels = &mut metadata["labels"];
-            labels[MANAGED_BY_LABEL] = MANAGED_BY.into();
-            labels[PLUGIN_LABEL] = "memcached".into();
-            labels[PARENT_UID_LABEL] = uid.clone().into();
-            metadata["ownerReferences"] = json!([owner]);
-            if let Some(object) = child.as_object_mut() {
-                object.remove("status");
-            }
-            let apply_error = |source| Error::Apply {
-                kind: kind.clone(),
-                name: child_name.clone(),
-                source,
-            };
-            let after = match kind.as_str() {
-                "Deployment" => Api::<Deployment>::namespaced(ctx.client.clone(), &namespace)
-                    .patch(&child_name, &params, &Patch::Apply(&child))
-                    .await
-                    .map_err(apply_error)?
-                    .resource_version(),
-                _ => Api::<Service>::namespaced(ctx.client.clone(), &namespace)
-                    .patch(&child_name, &params, &Patch::Apply(&child))
-                    .await
-                    .map_err(apply_error)?
-                    .resource_version(),
-            };
-            let reason = match versions.get(&(kind.clone(), child_name.clone())) {
-                None => "Created",
-                Some(before) if after.as_ref() != Some(before) => "Updated",
-                Some(_) => continue,
-            };
-            let event = KubeEvent {
-                type_: EventType::Normal,
-                reason: reason.into(),
-                note: Some(format!("{reason} {kind} {child_name}")),
-                action: "Reconcile".into(),
-                secondary: None,
-            };
-            if let Err(error) = ctx.recorder.publish(&event, &reference).await {
-                tracing::debug!(%error, "cannot publish event");
-            }
-        }
-
-        // Status: the logic's status, observedGeneration and a Reconciled condition, with
-        // transition times kept while a condition's status is unchanged; unchanged: no write.
-        let now = now_rfc3339();
-        let previous = parent.status.clone().unwrap_or(Value::Null);
-        let mut status = desired.status;
-        let generation = parent.metadata.generation;
-        if let Some(generation) = generation {
-            status["observedGeneration"] = generation.into();
-        }
-        if !status["conditions"].is_array() {
-            status["conditions"] = json!([]);
-        }
-        if let Some(conditions) = status["conditions"].as_array_mut() {
-            conditions.retain(|c| c["type"] != "Reconciled");
-            conditions.push(json!({
-                "type": "Reconciled", "status": "True", "reason": "ReconcileSucceeded",
-                "message": format!("native memcached produced {child_count} children"),
-                "observedGeneration": generation,
-            }));
-            for condition in conditions.iter_mut() {
-                operator_host::plan::stamp_transition(condition, &previous, &now);
-            }
-        }
-        if parent.status.as_ref() != Some(&status) {
-            let api: Api<Parent> =
-                Api::namespaced_with(ctx.client.clone(), &namespace, &parent_resource());
-            let patch =
-                json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": KIND, "status": status});
-            api.patch_status(&name, &params, &Patch::Apply(&patch))
-                .await
-                .map_err(Error::Status)?;
-        }
-        Ok(Action::requeue(desired.requeue_after.unwrap_or(ctx.resync)))
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -569,8 +292,18 @@ async fn driver(args: Args) -> anyhow::Result<()> {
     }
 }
 
+fn parent_resource() -> ApiResource {
+    ApiResource {
+        group: GROUP.into(),
+        version: VERSION.into(),
+        api_version: format!("{GROUP}/{VERSION}"),
+        kind: KIND.into(),
+        plural: PLURAL.into(),
+    }
+}
+
 fn memcached_api(client: &Client, namespace: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), namespace, &native::parent_resource())
+    Api::namespaced_with(client.clone(), namespace, &parent_resource())
 }
 
 fn memcached_object(name: &str, size: i32) -> Value {
@@ -715,47 +448,9 @@ impl ControllerProcess {
     }
 
     /// Closes stdin (graceful shutdown); kills the process if it has not exited in 30 s.
-    fn stop(mut self) {
-        drop(self.child.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn stop(self) {
+        common::stop_child(self.child);
     }
-}
-
-/// VmRSS and VmHWM of `pid`, in MiB.
-fn memory_mib(pid: u32) -> (f64, f64) {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|kb| kb.parse::<f64>().ok())
-            .map_or(0.0, |kb| kb / 1024.0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-/// User + system CPU seconds of `pid` (and its finished threads).
-fn cpu_secs(pid: u32) -> f64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // `rest` starts at field 3 (state), so field k is at index k - 3.
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 async fn wait_until<F: FnMut() -> bool>(
@@ -875,119 +570,6 @@ async fn run_once(
     namespace.cleanup().await?;
     wait_namespace_gone(&client, &ns).await;
     result
-}
-
-/// Waits (up to 10 min) until the namespace and everything in it are gone.
-async fn wait_namespace_gone(client: &Client, name: &str) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(600) {
-        match namespaces.get_opt(name).await {
-            Ok(None) => return,
-            Ok(Some(_)) | Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-        }
-    }
-    eprintln!("warning: namespace {name} still exists after 10 min; continuing");
-}
-
-/// Nearest-rank percentile.
-fn percentile(values: &mut [f64], p: f64) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values.sort_by(f64::total_cmp);
-    let rank = ((p / 100.0) * values.len() as f64).ceil() as usize;
-    values[rank.clamp(1, values.len()) - 1]
-}
-
-/// Adds fake kwok nodes until the cluster has room for `pods` more pods; returns their names.
-async fn ensure_pod_capacity(client: &Client, pods: usize) -> anyhow::Result<Vec<String>> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let fake: Vec<Node> = nodes
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|n| {
-            n.annotations()
-                .get("kwok.x-k8s.io/node")
-                .map(String::as_str)
-                == Some("fake")
-        })
-        .collect();
-    let running = Api::<Pod>::all(client.clone())
-        .list(&ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed"))
-        .await?
-        .items
-        .len();
-    let capacity = fake.len() * PODS_PER_NODE;
-    let free = capacity.saturating_sub(running);
-    if free >= pods {
-        return Ok(Vec::new());
-    }
-    let missing = (pods - free).div_ceil(PODS_PER_NODE);
-    let version = client.apiserver_version().await?.git_version;
-    let mut added = Vec::new();
-    for i in 0..missing {
-        let name = format!("bench-kwok-node-{i}");
-        let node: Node = serde_json::from_value(json!({
-            "metadata": {
-                "name": name,
-                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                           "kubernetes.io/arch": "amd64", "type": "kwok", BENCH_NODE_LABEL: "true"},
-            },
-            "status": {
-                "capacity": {"cpu": "32", "memory": "256Gi", "pods": PODS_PER_NODE.to_string()},
-                "allocatable": {"cpu": "32", "memory": "256Gi", "pods": PODS_PER_NODE.to_string()},
-                "phase": "Running",
-                "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": version,
-                             "bootID": "", "containerRuntimeVersion": "", "kernelVersion": "", "kubeProxyVersion": "",
-                             "machineID": "", "osImage": "", "systemUUID": ""},
-            },
-        }))?;
-        match nodes.create(&PostParams::default(), &node).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(error) => return Err(error.into()),
-        }
-        added.push(name);
-    }
-    devcluster::wait_for(
-        &format!("{} bench nodes Ready", added.len()),
-        Duration::from_secs(60),
-        || {
-            let nodes = nodes.clone();
-            let added = added.clone();
-            async move {
-                let mut ready = 0;
-                for name in &added {
-                    let node = nodes.get(name).await?;
-                    let is_ready = node.status.and_then(|s| s.conditions).is_some_and(|cs| {
-                        cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                    });
-                    ready += usize::from(is_ready);
-                }
-                Ok((ready == added.len()).then_some(()))
-            }
-        },
-    )
-    .await?;
-    println!(
-        "added {} fake nodes ({} had room for {free} more pods, {pods} needed); removed at the end",
-        added.len(),
-        fake.len()
-    );
-    Ok(added)
-}
-
-async fn remove_bench_nodes(client: &Client, names: &[String]) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    for name in names {
-        if let Err(error) = nodes.delete(name, &DeleteParams::default()).await {
-            eprintln!("warning: cannot delete bench node {name}: {error}");
-        }
-    }
 }
 
 fn print_result(r: &RunResult) {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod, Service};
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use operator_host::plugin::Plugin;
@@ -174,15 +175,16 @@ impl Drop for DeleteOnDrop {
     }
 }
 
-#[tokio::test]
-async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
-    let objects = rendered_base();
-    let namespace = one(&objects, "Namespace")["metadata"]["name"]
+/// What `operator-host rbac` prints for the bundled plugins under the base's policy, with the
+/// options the rendered `objects` run the host with (its Lease, `--shard`, the cluster's
+/// plugins) and the name of the ClusterRole `name`: the roles and the text.
+fn printed_roles(objects: &[Value], name: String) -> (ClusterRole, Vec<Role>, String) {
+    let namespace = one(objects, "Namespace")["metadata"]["name"]
         .as_str()
         .unwrap()
         .to_string();
     // The Lease the Deployment's host takes: `--leader-elect-lease` in its namespace.
-    let args = host_args(&objects);
+    let args = host_args(objects);
     assert!(args.iter().any(|a| a == "--leader-elect"), "{args:?}");
     assert!(args.iter().any(|a| a == "--install-crds"), "{args:?}");
     let lease = flag(&args, "--leader-elect-lease")
@@ -192,9 +194,6 @@ async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
         args.iter().any(|a| a == "--plugins-from-cluster"),
         "{args:?}"
     );
-    let (committed_role, committed_roles) = generated_rbac();
-    let name = committed_role.metadata.name.clone().unwrap();
-
     let runtime = runtime();
     let plugins: Vec<_> = BUNDLED_PLUGINS
         .iter()
@@ -210,7 +209,7 @@ async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
         lease: Some(rbac::LeaseName {
             namespace: namespace.clone(),
             name: lease,
-            sharded: false,
+            sharded: args.iter().any(|a| a == "--shard"),
         }),
         plugins_from_cluster: Some(namespace),
     };
@@ -221,8 +220,16 @@ async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
         &plugins,
     )
     .unwrap();
-    let (printed_role, printed_roles) =
-        operator_host_tests::manifests::roles_of(&documents(&printed));
+    let (role, roles) = operator_host_tests::manifests::roles_of(&documents(&printed));
+    (role, roles, printed)
+}
+
+#[tokio::test]
+async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
+    let objects = rendered_base();
+    let (committed_role, committed_roles) = generated_rbac();
+    let name = committed_role.metadata.name.clone().unwrap();
+    let (printed_role, printed_roles, printed) = printed_roles(&objects, name);
     // The documents, not the text: the comment lines name the plugins' content hashes,
     // which differ between machines (the wasm files embed the cargo registry's paths).
     let drift = format!(
@@ -284,6 +291,43 @@ async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
             "{binding}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_sharded_overlay_runs_three_shards_under_the_roles_rbac_prints_for_them() {
+    let objects = render(&overlay_dir("sharded"));
+    let deployment = one(&objects, "Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 3, "{deployment}");
+    let args = host_args(&objects);
+    assert!(args.iter().any(|a| a == "--shard"), "{args:?}");
+    let (rendered_role, rendered_roles) = operator_host_tests::manifests::roles_of(&objects);
+    let name = rendered_role.metadata.name.clone().unwrap();
+    let (printed_role, printed_roles, printed) = printed_roles(&objects, name);
+    let drift = format!(
+        "the roles of {} are not what `operator-host rbac --shard` prints: run `make manifests` \
+         and commit the result. It prints:\n{printed}",
+        overlay_dir("sharded").display()
+    );
+    // Names and rules: kustomize adds the base's labels to what it renders.
+    let rules = |role: &ClusterRole| (role.metadata.name.clone(), role.rules.clone());
+    assert_eq!(rules(&rendered_role), rules(&printed_role), "{drift}");
+    let rules = |roles: &[Role]| -> Vec<_> {
+        roles
+            .iter()
+            .map(|r| (r.metadata.name.clone(), r.rules.clone()))
+            .collect()
+    };
+    assert_eq!(rules(&rendered_roles), rules(&printed_roles), "{drift}");
+    // The shard Leases are named after the pods: the Lease rule names no resource.
+    let lease_rules: Vec<_> = rendered_roles
+        .iter()
+        .flat_map(|r| r.rules.iter().flatten())
+        .filter(|rule| rule.resources.iter().flatten().any(|r| r == "leases"))
+        .collect();
+    assert!(
+        !lease_rules.is_empty() && lease_rules.iter().all(|r| r.resource_names.is_none()),
+        "{lease_rules:?}"
+    );
 }
 
 /// Where the host of the Deployment finds its files, on this machine: each of the

@@ -1,0 +1,215 @@
+//! Shared by the devcluster benchmarks: the native baseline controller, the controller
+//! processes' resource readings, and the cluster room they need.
+
+pub mod native;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use operator_host_sdk::{Desired, Observed, Reconciler};
+use operator_host_tests::devcluster;
+use serde_json::json;
+
+/// Pods a devcluster (kwok) node accepts.
+const PODS_PER_NODE: usize = 110;
+/// Label of the fake nodes the benchmarks add when the cluster lacks pod capacity.
+const BENCH_NODE_LABEL: &str = "operator-host.bench/node";
+
+/// Logs to stderr (`RUST_LOG`, `warn` by default) and builds the benchmark's runtime.
+pub fn init() -> std::io::Result<tokio::runtime::Runtime> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+}
+
+/// Resolves when stdin closes: a controller process's driver is done with it.
+pub fn stdin_closed() -> impl std::future::Future<Output = ()> + Send + Sync + 'static {
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        // EOF (or any error) on stdin.
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+        let _ = stop_tx.send(());
+    });
+    async move {
+        let _ = stop_rx.await;
+    }
+}
+
+/// Closes a controller process's stdin (its graceful shutdown); kills it if it has not
+/// exited in 30 s.
+pub fn stop_child(mut child: std::process::Child) {
+    drop(child.stdin.take());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The Memcached logic on a parent of any kind whose spec is Memcached's.
+pub fn memcached_logic(
+    parent: &native::Parent<memcached::MemcachedSpec>,
+    observed: &Observed,
+) -> Result<Desired, operator_host_sdk::Error> {
+    let typed = memcached::Memcached {
+        metadata: parent.metadata.clone(),
+        spec: parent.spec.clone(),
+        status: None,
+    };
+    memcached::MemcachedOperator::reconcile(&typed, observed)
+}
+
+/// VmRSS and VmHWM of `pid`, in MiB.
+pub fn memory_mib(pid: u32) -> (f64, f64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// User + system CPU seconds of `pid` (and its finished threads).
+pub fn cpu_secs(pid: u32) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // `rest` starts at field 3 (state), so field k is at index k - 3.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Waits (up to 10 min) until the namespace and everything in it are gone.
+pub async fn wait_namespace_gone(client: &Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(600) {
+        match namespaces.get_opt(name).await {
+            Ok(None) => return,
+            Ok(Some(_)) | Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+    eprintln!("warning: namespace {name} still exists after 10 min; continuing");
+}
+
+/// Nearest-rank percentile.
+pub fn percentile(values: &mut [f64], p: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * values.len() as f64).ceil() as usize;
+    values[rank.clamp(1, values.len()) - 1]
+}
+
+/// Adds fake kwok nodes until the cluster has room for `pods` more pods; returns their names.
+pub async fn ensure_pod_capacity(client: &Client, pods: usize) -> anyhow::Result<Vec<String>> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let fake: Vec<Node> = nodes
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|n| {
+            n.annotations()
+                .get("kwok.x-k8s.io/node")
+                .map(String::as_str)
+                == Some("fake")
+        })
+        .collect();
+    let running = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed"))
+        .await?
+        .items
+        .len();
+    let capacity = fake.len() * PODS_PER_NODE;
+    let free = capacity.saturating_sub(running);
+    if free >= pods {
+        return Ok(Vec::new());
+    }
+    let missing = (pods - free).div_ceil(PODS_PER_NODE);
+    let version = client.apiserver_version().await?.git_version;
+    let mut added = Vec::new();
+    for i in 0..missing {
+        let name = format!("bench-kwok-node-{i}");
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {
+                "name": name,
+                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                           "kubernetes.io/arch": "amd64", "type": "kwok", BENCH_NODE_LABEL: "true"},
+            },
+            "status": {
+                "capacity": {"cpu": "32", "memory": "256Gi", "pods": PODS_PER_NODE.to_string()},
+                "allocatable": {"cpu": "32", "memory": "256Gi", "pods": PODS_PER_NODE.to_string()},
+                "phase": "Running",
+                "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": version,
+                             "bootID": "", "containerRuntimeVersion": "", "kernelVersion": "", "kubeProxyVersion": "",
+                             "machineID": "", "osImage": "", "systemUUID": ""},
+            },
+        }))?;
+        match nodes.create(&PostParams::default(), &node).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(error) => return Err(error.into()),
+        }
+        added.push(name);
+    }
+    devcluster::wait_for(
+        &format!("{} bench nodes Ready", added.len()),
+        Duration::from_secs(60),
+        || {
+            let nodes = nodes.clone();
+            let added = added.clone();
+            async move {
+                let mut ready = 0;
+                for name in &added {
+                    let node = nodes.get(name).await?;
+                    let is_ready = node.status.and_then(|s| s.conditions).is_some_and(|cs| {
+                        cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                    });
+                    ready += usize::from(is_ready);
+                }
+                Ok((ready == added.len()).then_some(()))
+            }
+        },
+    )
+    .await?;
+    println!(
+        "added {} fake nodes ({} had room for {free} more pods, {pods} needed); removed at the end",
+        added.len(),
+        fake.len()
+    );
+    Ok(added)
+}
+
+pub async fn remove_bench_nodes(client: &Client, names: &[String]) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    for name in names {
+        if let Err(error) = nodes.delete(name, &DeleteParams::default()).await {
+            eprintln!("warning: cannot delete bench node {name}: {error}");
+        }
+    }
+}
