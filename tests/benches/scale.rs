@@ -448,7 +448,7 @@ impl Side {
 // The driver.
 // ---------------------------------------------------------------------------------------------
 
-/// A plugin of the benchmark: its file, name and parent kind, and how a CR of it is made.
+/// A plugin of the benchmark: its name and parent kind.
 #[derive(Clone)]
 struct OperandInfo {
     name: String,
@@ -618,7 +618,8 @@ fn is_converged(object: &DynamicObject, condition: &str) -> bool {
         })
 }
 
-/// Creates `names` CRs of `operand` with `spec`, `CREATE_PARALLELISM` at a time.
+/// Creates the CRs `crs` (of which operand, named what), the i-th with `spec(i)`,
+/// `CREATE_PARALLELISM` at a time.
 async fn create_all(
     client: &Client,
     namespace: &str,
