@@ -678,6 +678,12 @@ async fn start_side(
     Ok(Side::Natives(natives))
 }
 
+/// A namespace of its own for one side of part `part`.
+async fn side_namespace(part: &str, host: bool) -> anyhow::Result<TestNamespace> {
+    let side = if host { "host" } else { "native" };
+    Ok(TestNamespace::new(&format!("scale-{part}-{side}")).await?)
+}
+
 /// Waits until the reconcile count has not grown for `quiet` (at most 60 s).
 async fn settle(side: &Side, quiet: Duration) -> u64 {
     let mut last = side.total_reconciles().await;
@@ -764,12 +770,7 @@ async fn density(client: &Client, args: &Args) -> anyhow::Result<()> {
     );
     let mut results = Vec::new();
     for host in [true, false] {
-        let namespace = TestNamespace::new(if host {
-            "scale-density-host"
-        } else {
-            "scale-density-native"
-        })
-        .await?;
+        let namespace = side_namespace("density", host).await?;
         let ns = namespace.name().to_string();
         let tracker = Tracker::start(client, &ns, operands, "Available").await;
         let side = start_side(host, plugins.path(), operands, &ns).await?;
@@ -842,12 +843,7 @@ async fn cache(client: &Client, args: &Args) -> anyhow::Result<()> {
     );
     let mut per_parent = Vec::new();
     for host in [true, false] {
-        let namespace = TestNamespace::new(if host {
-            "scale-cache-host"
-        } else {
-            "scale-cache-native"
-        })
-        .await?;
+        let namespace = side_namespace("cache", host).await?;
         let ns = namespace.name().to_string();
         let tracker = Tracker::start(client, &ns, &operands, "Ready").await;
         let side = start_side(host, &dir, &operands, &ns).await?;
@@ -1063,23 +1059,20 @@ async fn shard_run(
                     &[],
                 );
             }
-            let cluster_writes: f64 = requests1
+            // The writes of the run, by verb and resource, counted once.
+            let writes: Vec<(&(String, String), f64)> = requests1
                 .iter()
-                .filter(|((verb, resource), _)| {
-                    !READ_VERBS.contains(&verb.as_str()) && !resource.starts_with("leases")
-                })
-                .map(|(key, after)| after - requests0.get(key).copied().unwrap_or(0.0))
+                .filter(|((verb, _), _)| !READ_VERBS.contains(&verb.as_str()))
+                .map(|(key, after)| (key, after - requests0.get(key).copied().unwrap_or(0.0)))
+                .collect();
+            let cluster_writes: f64 = writes
+                .iter()
+                .filter(|((_, resource), _)| !resource.starts_with("leases"))
+                .map(|(_, delta)| delta)
                 .sum();
             println!("    API server writes during the run, by verb and resource (all clients):");
-            for ((verb, resource), after) in &requests1 {
-                let delta = after
-                    - requests0
-                        .get(&(verb.clone(), resource.clone()))
-                        .copied()
-                        .unwrap_or(0.0);
-                if delta >= 1.0 && !READ_VERBS.contains(&verb.as_str()) {
-                    println!("      {verb:>7} {resource:<32} {delta:7.0}");
-                }
+            for ((verb, resource), delta) in writes.iter().filter(|(_, delta)| *delta >= 1.0) {
+                println!("      {verb:>7} {resource:<32} {delta:7.0}");
             }
             anyhow::Ok(ShardRun {
                 replicas,
