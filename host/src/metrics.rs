@@ -99,6 +99,9 @@ pub struct Metrics {
     pub plugin_call_duration: Family<PluginLabels, Histogram>,
     /// Children applied (server-side apply calls) by plugin and kind.
     pub applies: Family<KindLabels, Counter>,
+    /// Children not applied, by plugin and kind: the plugin wanted what it was last applied,
+    /// and the cached child still held it.
+    pub applies_skipped: Family<KindLabels, Counter>,
     /// Children pruned by plugin and kind.
     pub prunes: Family<KindLabels, Counter>,
     /// API writes caused by a plugin's reconciles, by plugin and what was written: what
@@ -153,6 +156,7 @@ impl Metrics {
             Histogram::new(exponential_buckets(0.000_01, 2.0, 20))
         });
         let applies = Family::<KindLabels, Counter>::default();
+        let applies_skipped = Family::<KindLabels, Counter>::default();
         let prunes = Family::<KindLabels, Counter>::default();
         let api_writes = Family::<WriteLabels, Counter>::default();
         let in_flight = Family::<PluginLabels, Gauge>::default();
@@ -205,6 +209,11 @@ impl Metrics {
             plugin_call_duration.clone(),
         );
         registry.register("applies", "Children applied", applies.clone());
+        registry.register(
+            "applies_skipped",
+            "Children not applied: the cached child already held what was last applied",
+            applies_skipped.clone(),
+        );
         registry.register("prunes", "Children pruned", prunes.clone());
         registry.register(
             "api_writes",
@@ -232,6 +241,7 @@ impl Metrics {
             reconcile_duration,
             plugin_call_duration,
             applies,
+            applies_skipped,
             prunes,
             api_writes,
             in_flight,

@@ -10,8 +10,12 @@
 //!    when both children were first seen, when a status for its generation was first seen and
 //!    when the status was up to date (`observedGeneration == generation`,
 //!    `readyReplicas == spec.size`, `Available=True`);
-//! 4. read the controller's VmRSS/VmHWM and CPU time, stop it, delete the namespace and wait
-//!    until it is gone, so the next run starts on a quiet cluster.
+//! 4. read the controller's VmRSS/VmHWM and CPU time; after a settle window, the API server's
+//!    request counters (`apiserver_request_total`, every client's) by verb and resource, and
+//!    the controller's writes per CR against the least a controller must write (the two
+//!    creates, one status write per status change the watch saw, one event per created child);
+//! 5. stop the controller, delete the namespace and wait until it is gone, so the next run
+//!    starts on a quiet cluster.
 //!
 //! Both controllers use the default kube-rs client (kube-rs has no client-side rate limit),
 //! the same reconcile concurrency, the same reflector-backed child caches, the same labels,
@@ -31,7 +35,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use common::native::{NativeController, Operand};
 use common::{
-    cpu_secs, ensure_pod_capacity, memory_mib, percentile, remove_bench_nodes, wait_namespace_gone,
+    apiserver_requests, cpu_secs, ensure_pod_capacity, memory_mib, percentile, print_writes,
+    remove_bench_nodes, wait_namespace_gone, writes_between,
 };
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -217,6 +222,8 @@ struct Seen {
     service: HashMap<String, Instant>,
     first_status: HashMap<String, Instant>,
     converged: HashMap<String, Instant>,
+    /// The last status seen and how many times it changed, per CR.
+    statuses: HashMap<String, (Value, usize)>,
 }
 
 #[derive(Debug, Clone)]
@@ -234,6 +241,11 @@ struct RunResult {
     rss_mib: f64,
     hwm_mib: f64,
     cpu_secs: f64,
+    /// Every client's writes during the run, by verb and resource.
+    writes: Vec<((String, String), f64)>,
+    /// The controller's writes per CR, and the least it could have made.
+    controller_writes_per_cr: f64,
+    minimum_writes_per_cr: f64,
 }
 
 async fn driver(args: Args) -> anyhow::Result<()> {
@@ -400,6 +412,15 @@ async fn watch_namespace(
         move |mc: DynamicObject, now| {
             let (for_generation, converged) = status_state(&mc);
             let mut seen = s.lock().unwrap();
+            let status = mc.data.get("status").cloned().unwrap_or(Value::Null);
+            let (last, changes) = seen
+                .statuses
+                .entry(mc.name_any())
+                .or_insert((Value::Null, 0));
+            if status != *last {
+                *last = status;
+                *changes += 1;
+            }
             if for_generation {
                 seen.first_status.entry(mc.name_any()).or_insert(now);
             }
@@ -499,6 +520,7 @@ async fn run_once(
         )
         .await?;
         let cpu_before = cpu_secs(controller.pid());
+        let requests_before = apiserver_requests(&client).await?;
 
         let names: Vec<String> = (0..n).map(|i| format!("mc-{i:05}")).collect();
         let started = Instant::now();
@@ -526,8 +548,14 @@ async fn run_once(
         .await?;
         let (rss_mib, hwm_mib) = memory_mib(controller.pid());
         let cpu = cpu_secs(controller.pid()) - cpu_before;
+        // What the pods' last status updates still make the controller write.
+        tokio::time::sleep(SETTLE).await;
+        let writes = writes_between(&requests_before, &apiserver_requests(&client).await?);
+        let event_writes = controller_event_writes(&client, &ns).await?;
 
         let seen = seen.lock().unwrap();
+        let status_changes: usize = names.iter().map(|name| seen.statuses[name].1).sum();
+        let per_cr = |count: f64| count / n as f64;
         let mut children_ms = Vec::with_capacity(n);
         let mut converged_ms = Vec::with_capacity(n);
         let (mut children_all, mut status_all, mut converged_all) = (started, started, started);
@@ -559,6 +587,9 @@ async fn run_once(
             rss_mib,
             hwm_mib,
             cpu_secs: cpu,
+            controller_writes_per_cr: per_cr(controller_writes(&writes) + event_writes),
+            minimum_writes_per_cr: per_cr((4 * n + status_changes) as f64),
+            writes,
         })
     }
     .await;
@@ -570,6 +601,42 @@ async fn run_once(
     namespace.cleanup().await?;
     wait_namespace_gone(&client, &ns).await;
     result
+}
+
+/// How long after convergence the API server's counters are read.
+const SETTLE: Duration = Duration::from_secs(3);
+
+/// The writes only the controller makes: applies of its children and writes of its CRs (the
+/// driver's own creates aside). Its events are counted on the Event objects.
+fn controller_writes(writes: &[((String, String), f64)]) -> f64 {
+    let memcacheds = format!("{PLURAL}.{GROUP}");
+    writes
+        .iter()
+        .filter(|((verb, resource), _)| match resource.as_str() {
+            "deployments.apps" | "services" => verb == "APPLY",
+            r => r.starts_with(&memcacheds) && !(verb == "POST" && r == memcacheds),
+        })
+        .map(|(_, count)| count)
+        .sum()
+}
+
+/// Writes of the events about the run's CRs (the warm-up CR's aside): one per event, and one
+/// more per repeat of a series. Only the controller posts events about its CRs.
+async fn controller_event_writes(client: &Client, namespace: &str) -> anyhow::Result<f64> {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), namespace);
+    Ok(events
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some(KIND) && r.name.as_deref() != Some("warmup")
+            })
+        })
+        .map(|e| e.series.as_ref().map_or(1, |s| s.count.max(1)) as f64)
+        .sum())
 }
 
 fn print_result(r: &RunResult) {
@@ -592,13 +659,21 @@ fn print_result(r: &RunResult) {
         r.hwm_mib,
         r.cpu_secs,
     );
+    println!(
+        "    controller writes per CR {:.2} (least {:.2}: ratio {:.2}); the API server's writes \
+         per CR during the run (every client):",
+        r.controller_writes_per_cr,
+        r.minimum_writes_per_cr,
+        r.controller_writes_per_cr / r.minimum_writes_per_cr
+    );
+    print_writes(&r.writes, r.n as f64);
 }
 
 fn print_summary(results: &[RunResult]) {
     println!();
     println!(
         "ratios wasm/native, of the medians over runs (targets: throughput >= 0.95, \
-         p99 latency <= 1.10):"
+         p99 latency <= 1.10, controller writes <= 1.5x the least):"
     );
     for n in results
         .iter()
@@ -618,7 +693,8 @@ fn print_summary(results: &[RunResult]) {
         println!(
             "  N={n:<5} throughput (converged) {throughput:.3} [{}], throughput (children) {children_throughput:.3}, \
              create->children p50 {:.3} p99 {p99:.3} [{}], create->converged p99 {:.3}, \
-             RSS {:.1}/{:.1} MiB, CPU {:.2}/{:.2}s",
+             RSS {:.1}/{:.1} MiB, CPU {:.2}/{:.2}s, controller writes per CR {:.2}/{:.2} \
+             (wasm's {:.2}x the least [{}])",
             verdict(throughput >= 0.95),
             w.children_p50_ms / nat.children_p50_ms,
             verdict(p99 <= 1.10),
@@ -627,6 +703,10 @@ fn print_summary(results: &[RunResult]) {
             nat.rss_mib,
             w.cpu_secs,
             nat.cpu_secs,
+            w.controller_writes_per_cr,
+            nat.controller_writes_per_cr,
+            w.controller_writes_per_cr / w.minimum_writes_per_cr,
+            verdict(w.controller_writes_per_cr <= 1.5 * w.minimum_writes_per_cr),
         );
     }
 }
@@ -654,6 +734,8 @@ fn median_result(results: &[RunResult], n: usize, side: Side) -> Option<RunResul
         rss_mib: median(|r| r.rss_mib),
         hwm_mib: median(|r| r.hwm_mib),
         cpu_secs: median(|r| r.cpu_secs),
+        controller_writes_per_cr: median(|r| r.controller_writes_per_cr),
+        minimum_writes_per_cr: median(|r| r.minimum_writes_per_cr),
         ..first
     })
 }

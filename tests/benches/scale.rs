@@ -24,7 +24,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use common::native::{NativeController, Operand, Parent};
-use common::{cpu_secs, memory_mib, percentile};
+use common::{apiserver_requests, cpu_secs, memory_mib, percentile, print_writes, writes_between};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -959,35 +959,6 @@ async fn restart(client: &Client, args: &Args) -> anyhow::Result<()> {
 
 // --- shard -----------------------------------------------------------------------------------
 
-/// The API server's request counters (`apiserver_request_total`) summed by verb and resource.
-async fn apiserver_requests(client: &Client) -> anyhow::Result<BTreeMap<(String, String), f64>> {
-    let request = http::Request::get("/metrics").body(Vec::new())?;
-    let text = client.request_text(request).await?;
-    let mut counts = BTreeMap::new();
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-    {
-        let label = |name: &str| {
-            line.split_once(&format!("{name}=\""))
-                .and_then(|(_, rest)| rest.split_once('"'))
-                .map_or(String::new(), |(value, _)| value.to_string())
-        };
-        let resource = match label("subresource").as_str() {
-            "" => label("resource"),
-            sub => format!("{}/{sub}", label("resource")),
-        };
-        let value: f64 = line
-            .rsplit_once(' ')
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(0.0);
-        *counts.entry((label("verb"), resource)).or_insert(0.0) += value;
-    }
-    Ok(counts)
-}
-
-const READ_VERBS: [&str; 4] = ["GET", "LIST", "WATCH", "CONNECT"];
-
 struct ShardRun {
     replicas: usize,
     converged_secs: f64,
@@ -1060,20 +1031,14 @@ async fn shard_run(
                 );
             }
             // The writes of the run, by verb and resource, counted once.
-            let writes: Vec<(&(String, String), f64)> = requests1
-                .iter()
-                .filter(|((verb, _), _)| !READ_VERBS.contains(&verb.as_str()))
-                .map(|(key, after)| (key, after - requests0.get(key).copied().unwrap_or(0.0)))
-                .collect();
+            let writes = writes_between(&requests0, &requests1);
             let cluster_writes: f64 = writes
                 .iter()
                 .filter(|((_, resource), _)| !resource.starts_with("leases"))
                 .map(|(_, delta)| delta)
                 .sum();
             println!("    API server writes during the run, by verb and resource (all clients):");
-            for ((verb, resource), delta) in writes.iter().filter(|(_, delta)| *delta >= 1.0) {
-                println!("      {verb:>7} {resource:<32} {delta:7.0}");
-            }
+            print_writes(&writes, 1.0);
             anyhow::Ok(ShardRun {
                 replicas,
                 converged_secs,

@@ -196,6 +196,13 @@ impl Host {
         })
     }
 
+    /// The count of reconciles of `plugin`, whatever their result.
+    pub fn reconciles_of(&self, plugin: &str) -> u64 {
+        self.counter("operator_host_reconciles_total", |labels| {
+            labels.contains(&format!("plugin=\"{plugin}\""))
+        })
+    }
+
     /// The count of reconciles that did not succeed.
     pub fn reconciles_failed(&self) -> u64 {
         self.counter("operator_host_reconciles_total", |labels| {
@@ -209,6 +216,15 @@ impl Host {
             labels.contains(&format!("plugin=\"{plugin}\""))
                 && !labels.contains("result=\"success\"")
         })
+    }
+
+    /// The count of children applied (`operator_host_applies_total`) and of applies skipped
+    /// because the cached child already held the body last applied.
+    pub fn applies(&self) -> (u64, u64) {
+        (
+            self.counter("operator_host_applies_total", |_| true),
+            self.counter("operator_host_applies_skipped_total", |_| true),
+        )
     }
 
     /// The compiler tier (`baseline` or `optimized`) of the code `plugin` runs now.

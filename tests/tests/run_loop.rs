@@ -146,6 +146,58 @@ async fn a_hand_edit_of_a_managed_field_is_put_back() {
     ns.cleanup().await.unwrap();
 }
 
+/// A reconcile whose plan is what was applied last, onto children that still hold it,
+/// writes no child (the Deployment controller's status updates reconcile the parent over and
+/// over); a hand edit after that is still put back.
+#[tokio::test]
+async fn a_reconcile_that_changes_nothing_applies_no_child_and_drift_is_still_put_back() {
+    let (ns, host, api) = memcached_host("noop").await;
+    let deployments: Api<Deployment> = ns.api();
+    create(&api, &memcached_resource(), "cache", json!({"size": 2})).await;
+    wait_ready(&api, "cache", 2).await;
+    let (applied, _) = host.applies();
+    // Reconciles that change nothing: an annotation of the parent (the plugin ignores it).
+    for round in 0..3 {
+        let skipped_before = host.applies().1;
+        api.patch(
+            "cache",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"touched": round.to_string()}}})),
+        )
+        .await
+        .unwrap();
+        wait_for("a reconcile that skips both children", TIMEOUT, || async {
+            Ok((host.applies().1 >= skipped_before + 2).then_some(()))
+        })
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        host.applies().0,
+        applied,
+        "a reconcile that changed nothing applied"
+    );
+    deployments
+        .patch(
+            "cache",
+            &PatchParams::apply("someone-else").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "cache"},
+                "spec": {"replicas": 5},
+            })),
+        )
+        .await
+        .unwrap();
+    wait_for("the replicas to be put back", TIMEOUT, || async {
+        Ok((deployment_replicas(&deployments, "cache").await == Some(2)).then_some(()))
+    })
+    .await
+    .unwrap();
+    assert!(host.applies().0 > applied);
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_deleted_deployment_is_recreated() {
     let (ns, host, api) = memcached_host("recreate").await;

@@ -1,7 +1,8 @@
 //! Stale state (Sieve): the host's caches lag behind the API server, held back by the fault
 //! proxy, while the objects they hold are deleted and recreated under the same names. Every
 //! write carries the UID the host believes in, so a lagging cache makes a refused write and a
-//! re-read, never a takeover of the namesake or a write to the new object.
+//! re-read (or, for a child it believes holds what it last applied, no write at all), never a
+//! takeover of the namesake or a write to the new object.
 
 use std::time::Duration;
 
@@ -122,7 +123,9 @@ async fn a_namesake_created_while_the_child_cache_lags_is_not_taken_over() {
         .create(&PostParams::default(), &namesake)
         .await
         .unwrap();
-    // A change of the parent makes the host reconcile it with the stale child in its cache.
+    // A change of the parent makes the host reconcile it with the stale child in its cache:
+    // it believes its own child is there as last applied, so it writes nothing at all.
+    let reconciled = host.reconciles("success");
     attacks
         .patch(
             "a",
@@ -131,6 +134,21 @@ async fn a_namesake_created_while_the_child_cache_lags_is_not_taken_over() {
         )
         .await
         .unwrap();
+    wait_for("a reconcile with the stale child", TIMEOUT, || async {
+        Ok((host.reconciles("success") > reconciled).then_some(()))
+    })
+    .await
+    .unwrap();
+    let untouched = |live: &ConfigMap| {
+        live.uid() == namesake.uid()
+            && live.resource_version() == namesake.resource_version()
+            && live.owner_references().is_empty()
+    };
+    let live = config_maps.get("a").await.unwrap();
+    assert!(untouched(&live), "written with a stale cache: {live:?}");
+    // Once the cache sees its child gone, the host reads what has the name now: someone
+    // else's, left as it is and said so.
+    held.release();
     let condition = wait_for_reason(&attacks, "a", "ChildNotOwned", TIMEOUT).await;
     assert!(
         condition["message"]
@@ -139,13 +157,9 @@ async fn a_namesake_created_while_the_child_cache_lags_is_not_taken_over() {
             .contains("ConfigMap \"a\""),
         "{condition}"
     );
-    held.release();
-    // Even once the cache has caught up, the namesake is left as it is.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let live = config_maps.get("a").await.unwrap();
-    assert_eq!(live.uid(), namesake.uid());
-    assert_eq!(live.resource_version(), namesake.resource_version());
-    assert!(live.owner_references().is_empty(), "{live:?}");
+    assert!(untouched(&live), "taken over: {live:?}");
     host.stop().await;
     release_attacks(&ns).await;
     ns.cleanup().await.unwrap();

@@ -213,3 +213,60 @@ pub async fn remove_bench_nodes(client: &Client, names: &[String]) {
         }
     }
 }
+
+/// API server request counts by verb and resource (`resource[/subresource][.group]`, as
+/// kubectl names them), from `apiserver_request_total`: every client's requests.
+pub type RequestCounts = std::collections::BTreeMap<(String, String), f64>;
+
+/// Verbs that write nothing.
+const READ_VERBS: [&str; 4] = ["GET", "LIST", "WATCH", "CONNECT"];
+
+/// The API server's request counters (`apiserver_request_total`), summed by verb and resource.
+pub async fn apiserver_requests(client: &Client) -> anyhow::Result<RequestCounts> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(request).await?;
+    let mut counts = RequestCounts::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let label = |name: &str| {
+            line.split_once(&format!(",{name}=\""))
+                .or_else(|| line.split_once(&format!("{{{name}=\"")))
+                .and_then(|(_, rest)| rest.split_once('"'))
+                .map_or(String::new(), |(value, _)| value.to_string())
+        };
+        let mut resource = label("resource");
+        for (separator, part) in [('/', label("subresource")), ('.', label("group"))] {
+            if !part.is_empty() {
+                resource = format!("{resource}{separator}{part}");
+            }
+        }
+        let value: f64 = line
+            .rsplit_once(' ')
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0.0);
+        *counts.entry((label("verb"), resource)).or_insert(0.0) += value;
+    }
+    Ok(counts)
+}
+
+/// The writes (every verb but reads) counted between two readings, by verb and resource.
+pub fn writes_between(
+    before: &RequestCounts,
+    after: &RequestCounts,
+) -> Vec<((String, String), f64)> {
+    after
+        .iter()
+        .filter(|((verb, _), _)| !READ_VERBS.contains(&verb.as_str()))
+        .map(|(key, count)| (key.clone(), count - before.get(key).copied().unwrap_or(0.0)))
+        .filter(|(_, delta)| *delta > 0.0)
+        .collect()
+}
+
+/// Prints writes as a table, each count divided by `per`.
+pub fn print_writes(writes: &[((String, String), f64)], per: f64) {
+    for ((verb, resource), count) in writes {
+        println!("      {verb:>7} {resource:<40} {:9.2}", count / per);
+    }
+}

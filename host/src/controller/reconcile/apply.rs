@@ -1,6 +1,12 @@
 //! Applying a plan's children: server-side apply in plan order, each write carrying the UID
 //! the host believes the child has, and one event per child that changed.
 //!
+//! A child is not applied again when the plugin wants the body this host last applied to it
+//! and the cached child still holds every field of that body with its value: the apply would
+//! change nothing. A field someone else changed shows in the cache (and its watch event
+//! reconciles), so drift is still put back; a field the plugin stops setting changes the
+//! body, so its removal is still applied.
+//!
 //! # Guarantees
 //! - A child that exists and is not controlled by this parent is never written
 //!   ([`Error::NotOwned`]).
@@ -19,11 +25,13 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::Value;
 
+use super::backoff::{lock, state_key};
+use super::status::value_hash;
 use super::{Error, PluginContext, child_reference, publish, spend_write};
 use crate::controller::{FIELD_MANAGER, api_for};
 use crate::faults;
 use crate::metrics::KindLabels;
-use crate::plan::{Plan, project};
+use crate::plan::{Plan, holds, project};
 use crate::plugin::{KindRef, Plugin};
 
 /// How one apply changed a child, as its event says.
@@ -52,6 +60,11 @@ pub(super) async fn apply_children(
 ) -> Result<usize, Error> {
     let mut changed = 0;
     let mut parent_checked = false;
+    let last_applied = lock(&ctx.parents)
+        .get(&state_key(parent))
+        .map(|state| state.applied.clone())
+        .unwrap_or_default();
+    let mut applied = std::collections::HashMap::with_capacity(plan.apply.len());
     for child in &plan.apply {
         let Some(kind) = plugin.decl.children.iter().find(|k| k.matches(child)) else {
             continue; // the plan only contains declared kinds
@@ -65,6 +78,19 @@ pub(super) async fn apply_children(
             .iter()
             .find(|o| kind.matches(o) && o["metadata"]["name"] == name.as_str())
             .cloned();
+        let key = format!("{}/{}/{name}", kind.group, kind.kind);
+        let body = value_hash(child);
+        let labels = || KindLabels {
+            plugin: plugin.decl.name.clone(),
+            kind: kind.kind.clone(),
+        };
+        if last_applied.get(&key) == Some(&body)
+            && cached.as_ref().is_some_and(|cached| holds(cached, child))
+        {
+            ctx.metrics.applies_skipped.get_or_create(&labels()).inc();
+            applied.insert(key, body);
+            continue;
+        }
         let before = match cached {
             Some(cached) => Some(cached),
             // Not in our caches: it must not exist, or be ours and not cached yet.
@@ -91,13 +117,8 @@ pub(super) async fn apply_children(
             result => (before, result?),
         };
         faults::crash_point(faults::Step::Apply);
-        ctx.metrics
-            .applies
-            .get_or_create(&KindLabels {
-                plugin: plugin.decl.name.clone(),
-                kind: kind.kind.clone(),
-            })
-            .inc();
+        ctx.metrics.applies.get_or_create(&labels()).inc();
+        applied.insert(key, body);
         let Some(change) = child_change(child, before.as_ref(), &after) else {
             continue;
         };
@@ -117,6 +138,11 @@ pub(super) async fn apply_children(
         )
         .await;
     }
+    // Only the children of this plan: one it no longer returns is pruned, not remembered.
+    lock(&ctx.parents)
+        .entry(state_key(parent))
+        .or_default()
+        .applied = applied;
     Ok(changed)
 }
 

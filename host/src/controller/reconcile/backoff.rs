@@ -31,6 +31,10 @@ pub struct ParentState {
     /// With sharding: a reconcile on this replica succeeded since it was given the parent, so
     /// its children carry this shard's label and its caches hold them.
     pub(super) settled: bool,
+    /// By child (`group/Kind/name`): the hash of the body this host last applied. A child
+    /// whose body is the same again, and whose cached object still holds every field of it,
+    /// needs no apply.
+    pub(super) applied: HashMap<String, u64>,
 }
 
 /// Per-parent state of a controller.

@@ -40,7 +40,7 @@ fn inputs_hash(parent: &DynamicObject, observed: &[Value]) -> u64 {
     hasher.finish()
 }
 
-fn value_hash(value: &Value) -> u64 {
+pub(super) fn value_hash(value: &Value) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     value.to_string().hash(&mut hasher);
     hasher.finish()
