@@ -214,8 +214,8 @@ pub async fn remove_bench_nodes(client: &Client, names: &[String]) {
     }
 }
 
-/// API server request counts by verb and resource (`resource[/subresource][.group]`, as
-/// kubectl names them), from `apiserver_request_total`: every client's requests.
+/// API server request counts by verb and resource (`resource[.group][/subresource]`, e.g.
+/// `deployments.apps/status`), from `apiserver_request_total`: every client's requests.
 pub type RequestCounts = std::collections::BTreeMap<(String, String), f64>;
 
 /// Verbs that write nothing.
@@ -237,7 +237,7 @@ pub async fn apiserver_requests(client: &Client) -> anyhow::Result<RequestCounts
                 .map_or(String::new(), |(value, _)| value.to_string())
         };
         let mut resource = label("resource");
-        for (separator, part) in [('/', label("subresource")), ('.', label("group"))] {
+        for (separator, part) in [('.', label("group")), ('/', label("subresource"))] {
             if !part.is_empty() {
                 resource = format!("{resource}{separator}{part}");
             }
