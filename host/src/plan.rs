@@ -193,8 +193,19 @@ pub fn project(template: &Value, object: &Value) -> Value {
 
 /// Whether `object` holds every field of `desired` with the value it has there (whatever
 /// else the API server or others added).
+/// (`project(desired, object) == *desired`, compared in place: it runs for every child of
+/// every reconcile.)
 pub fn holds(object: &Value, desired: &Value) -> bool {
-    project(desired, object) == *desired
+    match (desired, object) {
+        (Value::Object(fields), Value::Object(values)) => fields
+            .iter()
+            .all(|(key, field)| holds(values.get(key).unwrap_or(&Value::Null), field)),
+        (Value::Array(items), Value::Array(values)) if items.len() == values.len() => items
+            .iter()
+            .zip(values)
+            .all(|(item, value)| holds(value, item)),
+        (desired, object) => desired == object,
+    }
 }
 
 /// `object` without `metadata.managedFields`: bookkeeping of the API server that no plugin

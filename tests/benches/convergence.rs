@@ -29,6 +29,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -155,7 +156,8 @@ fn main() -> anyhow::Result<()> {
 // The controller process.
 // ---------------------------------------------------------------------------------------------
 
-/// Runs one controller until stdin closes; prints `ready` once it is started.
+/// Runs one controller until stdin closes; prints `ready` once it is started, then
+/// `reconciles <n>` as the count grows.
 async fn controller_process(side: Side, namespace: String, args: Args) -> anyhow::Result<()> {
     let client = devcluster::client().await;
     let shutdown = common::stdin_closed();
@@ -174,14 +176,19 @@ async fn controller_process(side: Side, namespace: String, args: Args) -> anyhow
                 leadership: operator_host::leader::Leadership::unelected(),
                 shard: None,
             };
+            let metrics = Arc::new(operator_host::metrics::Metrics::new());
             let controller = operator_host::controller::PluginController::start(
                 &client,
                 Arc::new(plugin),
                 &config,
-                &Arc::new(operator_host::metrics::Metrics::new()),
+                &metrics,
             );
             announce_ready();
+            let reporter = common::report_reconciles(move || {
+                common::metric_sum(&metrics.encode(), "operator_host_reconciles_total", &[]) as u64
+            });
             shutdown.await;
+            reporter.abort();
             controller.stop().await;
         }
         Side::Native => {
@@ -191,11 +198,17 @@ async fn controller_process(side: Side, namespace: String, args: Args) -> anyhow
                 logic: common::memcached_logic,
             };
             announce_ready();
+            let reconciles = Arc::new(AtomicU64::new(0));
+            let reporter = common::report_reconciles({
+                let reconciles = reconciles.clone();
+                move || reconciles.load(Ordering::Relaxed)
+            });
             NativeController::new(client, &namespace, operand, args.concurrency)
                 .owns::<Deployment>()
                 .owns::<Service>()
-                .run(shutdown, Default::default())
+                .run(shutdown, reconciles)
                 .await;
+            reporter.abort();
         }
     }
     Ok(())
@@ -241,6 +254,10 @@ struct RunResult {
     rss_mib: f64,
     hwm_mib: f64,
     cpu_secs: f64,
+    /// CPU per reconcile and reconciles per CR, from the warm-up's convergence to the end of
+    /// the settle window.
+    cpu_per_reconcile_ms: f64,
+    reconciles_per_cr: f64,
     /// Every client's writes during the run, by verb and resource.
     writes: Vec<((String, String), f64)>,
     /// The controller's writes per CR, and the least it could have made.
@@ -438,6 +455,7 @@ async fn watch_namespace(
 /// A controller child process; stopping it closes its stdin.
 struct ControllerProcess {
     child: Child,
+    reconciles: Arc<AtomicU64>,
 }
 
 impl ControllerProcess {
@@ -453,19 +471,25 @@ impl ControllerProcess {
             .stderr(Stdio::inherit())
             .spawn()
             .context("spawning the controller process")?;
-        let stdout = child.stdout.take().context("controller stdout")?;
+        let mut stdout = BufReader::new(child.stdout.take().context("controller stdout")?);
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line)?;
+        stdout.read_line(&mut line)?;
         anyhow::ensure!(
             line.trim() == "ready",
             "the {} controller did not start (said {line:?})",
             side.name()
         );
-        Ok(ControllerProcess { child })
+        let reconciles = common::follow_reconciles(stdout);
+        Ok(ControllerProcess { child, reconciles })
     }
 
     fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Its reconciles so far, as it last reported them.
+    fn reconciles(&self) -> u64 {
+        self.reconciles.load(Ordering::Relaxed)
     }
 
     /// Closes stdin (graceful shutdown); kills the process if it has not exited in 30 s.
@@ -520,6 +544,7 @@ async fn run_once(
         )
         .await?;
         let cpu_before = cpu_secs(controller.pid());
+        let reconciles_before = controller.reconciles();
         let requests_before = apiserver_requests(&client).await?;
 
         let names: Vec<String> = (0..n).map(|i| format!("mc-{i:05}")).collect();
@@ -550,6 +575,9 @@ async fn run_once(
         let cpu = cpu_secs(controller.pid()) - cpu_before;
         // What the pods' last status updates still make the controller write.
         tokio::time::sleep(SETTLE).await;
+        // The reconciles that work took and their CPU, the trailing ones included.
+        let settled_cpu = cpu_secs(controller.pid()) - cpu_before;
+        let reconciles = controller.reconciles() - reconciles_before;
         let writes = writes_between(&requests_before, &apiserver_requests(&client).await?);
         let event_writes = controller_event_writes(&client, &ns).await?;
 
@@ -587,6 +615,8 @@ async fn run_once(
             rss_mib,
             hwm_mib,
             cpu_secs: cpu,
+            cpu_per_reconcile_ms: settled_cpu * 1e3 / reconciles.max(1) as f64,
+            reconciles_per_cr: per_cr(reconciles as f64),
             controller_writes_per_cr: per_cr(controller_writes(&writes) + event_writes),
             minimum_writes_per_cr: per_cr((4 * n + status_changes) as f64),
             writes,
@@ -660,6 +690,10 @@ fn print_result(r: &RunResult) {
         r.cpu_secs,
     );
     println!(
+        "    {:.2} reconciles per CR, {:.3} ms CPU per reconcile (with the settle window)",
+        r.reconciles_per_cr, r.cpu_per_reconcile_ms
+    );
+    println!(
         "    controller writes per CR {:.2} (least {:.2}: ratio {:.2}); the API server's writes \
          per CR during the run (every client):",
         r.controller_writes_per_cr,
@@ -673,7 +707,7 @@ fn print_summary(results: &[RunResult]) {
     println!();
     println!(
         "ratios wasm/native, of the medians over runs (targets: throughput >= 0.95, \
-         p99 latency <= 1.10, controller writes <= 1.5x the least):"
+         p99 latency <= 1.10, CPU per reconcile <= 1.1, controller writes <= 1.5x the least):"
     );
     for n in results
         .iter()
@@ -690,11 +724,13 @@ fn print_summary(results: &[RunResult]) {
         let throughput = nat.converged_secs / w.converged_secs;
         let children_throughput = nat.children_all_secs / w.children_all_secs;
         let p99 = w.children_p99_ms / nat.children_p99_ms;
+        let cpu_per_reconcile = w.cpu_per_reconcile_ms / nat.cpu_per_reconcile_ms;
         println!(
             "  N={n:<5} throughput (converged) {throughput:.3} [{}], throughput (children) {children_throughput:.3}, \
              create->children p50 {:.3} p99 {p99:.3} [{}], create->converged p99 {:.3}, \
-             RSS {:.1}/{:.1} MiB, CPU {:.2}/{:.2}s, controller writes per CR {:.2}/{:.2} \
-             (wasm's {:.2}x the least [{}])",
+             RSS {:.1}/{:.1} MiB, CPU {:.2}/{:.2}s (per CR {:.3}), CPU per reconcile \
+             {:.3}/{:.3} ms {cpu_per_reconcile:.3} [{}] over {:.2}/{:.2} reconciles per CR, \
+             controller writes per CR {:.2}/{:.2} (wasm's {:.2}x the least [{}])",
             verdict(throughput >= 0.95),
             w.children_p50_ms / nat.children_p50_ms,
             verdict(p99 <= 1.10),
@@ -703,6 +739,12 @@ fn print_summary(results: &[RunResult]) {
             nat.rss_mib,
             w.cpu_secs,
             nat.cpu_secs,
+            w.cpu_secs / nat.cpu_secs,
+            w.cpu_per_reconcile_ms,
+            nat.cpu_per_reconcile_ms,
+            verdict(cpu_per_reconcile <= 1.1),
+            w.reconciles_per_cr,
+            nat.reconciles_per_cr,
             w.controller_writes_per_cr,
             nat.controller_writes_per_cr,
             w.controller_writes_per_cr / w.minimum_writes_per_cr,
@@ -734,6 +776,8 @@ fn median_result(results: &[RunResult], n: usize, side: Side) -> Option<RunResul
         rss_mib: median(|r| r.rss_mib),
         hwm_mib: median(|r| r.hwm_mib),
         cpu_secs: median(|r| r.cpu_secs),
+        cpu_per_reconcile_ms: median(|r| r.cpu_per_reconcile_ms),
+        reconciles_per_cr: median(|r| r.reconciles_per_cr),
         controller_writes_per_cr: median(|r| r.controller_writes_per_cr),
         minimum_writes_per_cr: median(|r| r.minimum_writes_per_cr),
         ..first

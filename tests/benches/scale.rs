@@ -25,7 +25,7 @@
 mod common;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -35,7 +35,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use common::native::{NativeController, Operand, Parent};
-use common::{apiserver_requests, cpu_secs, memory_mib, percentile, print_writes, writes_between};
+use common::{
+    apiserver_requests, cpu_secs, memory_mib, metric_sum, percentile, print_writes, writes_between,
+};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
@@ -196,21 +198,9 @@ async fn native_process(native: NativeArgs) -> anyhow::Result<()> {
     let client = devcluster::client().await;
     let shutdown = common::stdin_closed();
     let reconciles = Arc::new(AtomicU64::new(0));
-    let reporter = tokio::spawn({
+    let reporter = common::report_reconciles({
         let reconciles = reconciles.clone();
-        async move {
-            let mut said = u64::MAX;
-            loop {
-                let now = reconciles.load(Ordering::Relaxed);
-                if now != said {
-                    let mut stdout = std::io::stdout().lock();
-                    let _ = writeln!(stdout, "reconciles {now}");
-                    let _ = stdout.flush();
-                    said = now;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
+        move || reconciles.load(Ordering::Relaxed)
     });
     let (name, ns, parent) = (native.name.clone(), &native.namespace, native.parent);
     if name == config_bundle::ConfigBundleOperator::NAME {
@@ -260,15 +250,7 @@ impl NativeProcess {
             .spawn()
             .context("spawning a native controller")?;
         let stdout = child.stdout.take().context("native controller stdout")?;
-        let reconciles = Arc::new(AtomicU64::new(0));
-        let count = reconciles.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(n) = line.strip_prefix("reconciles ") {
-                    count.store(n.trim().parse().unwrap_or(0), Ordering::Relaxed);
-                }
-            }
-        });
+        let reconciles = common::follow_reconciles(BufReader::new(stdout));
         Ok(NativeProcess { child, reconciles })
     }
 
@@ -356,19 +338,6 @@ impl HostProcess {
             self.host.kill().await;
         }
     }
-}
-
-/// The sum of a counter family's samples in a Prometheus text exposition, over the samples
-/// whose labels contain every one of `with`.
-fn metric_sum(text: &str, family: &str, with: &[&str]) -> f64 {
-    text.lines()
-        .filter(|l| {
-            l.strip_prefix(family)
-                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
-        })
-        .filter(|l| with.iter().all(|w| l.contains(w)))
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-        .sum()
 }
 
 /// The controllers of one side of a measurement.

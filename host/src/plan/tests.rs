@@ -292,3 +292,29 @@ fn a_parent_of_another_kind_is_rejected() {
     .unwrap_err();
     assert_eq!(err.reason(), "InvalidParent");
 }
+
+#[test]
+fn holds_agrees_with_the_projection_it_stands_for() {
+    let cached = json!({
+        "metadata": {"name": "mc", "labels": {"a": "1", "b": "2"}, "uid": "u"},
+        "spec": {"replicas": 3, "ports": [{"port": 11211, "protocol": "TCP"}], "paused": null},
+    });
+    let cases = [
+        (json!({"metadata": {"labels": {"a": "1"}}}), true),
+        (json!({"spec": {"ports": [{"port": 11211}]}}), true),
+        (json!({"spec": {"paused": null, "absent": null}}), true),
+        (json!({"spec": {"replicas": 4}}), false),
+        (json!({"metadata": {"labels": {"c": "3"}}}), false),
+        (
+            json!({"spec": {"ports": [{"port": 11211}, {"port": 1}]}}),
+            false,
+        ),
+        (json!({"spec": {"ports": []}}), false),
+        (json!({"spec": {"absent": {"deep": 1}}}), false),
+        (json!({"spec": {"replicas": {"nested": 3}}}), false),
+    ];
+    for (desired, expected) in cases {
+        assert_eq!(holds(&cached, &desired), expected, "{desired}");
+        assert_eq!(project(&desired, &cached) == desired, expected, "{desired}");
+    }
+}

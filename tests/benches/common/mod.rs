@@ -3,6 +3,9 @@
 
 pub mod native;
 
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -42,6 +45,52 @@ pub fn stdin_closed() -> impl std::future::Future<Output = ()> + Send + Sync + '
     async move {
         let _ = stop_rx.await;
     }
+}
+
+/// Prints `reconciles <n>` on stdout each time `count()` changes (polled every 100 ms), for
+/// the driver's [`follow_reconciles`]. Runs until aborted.
+pub fn report_reconciles(count: impl Fn() -> u64 + Send + 'static) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut said = u64::MAX;
+        loop {
+            let now = count();
+            if now != said {
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "reconciles {now}");
+                let _ = stdout.flush();
+                said = now;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+/// The last count a controller process's [`report_reconciles`] printed, kept up to date by a
+/// thread reading its stdout.
+pub fn follow_reconciles(stdout: impl std::io::BufRead + Send + 'static) -> Arc<AtomicU64> {
+    let reconciles = Arc::new(AtomicU64::new(0));
+    let count = reconciles.clone();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            if let Some(n) = line.strip_prefix("reconciles ") {
+                count.store(n.trim().parse().unwrap_or(0), Ordering::Relaxed);
+            }
+        }
+    });
+    reconciles
+}
+
+/// The sum of a counter family's samples in a Prometheus text exposition, over the samples
+/// whose labels contain every one of `with`.
+pub fn metric_sum(text: &str, family: &str, with: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(family)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter(|l| with.iter().all(|w| l.contains(w)))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum()
 }
 
 /// Closes a controller process's stdin (its graceful shutdown); kills it if it has not
