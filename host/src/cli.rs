@@ -15,6 +15,7 @@ use crate::policy::Policy;
 use crate::rbac;
 use crate::render;
 use crate::runtime::{CONTRACT, CompileCache, Limits, Runtime, RuntimeConfig};
+use crate::scaffold;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -192,14 +193,18 @@ enum Command {
         #[command(flatten)]
         registry: RegistryArgs,
     },
-    /// Print the children and status a plugin computes for a CR, without a cluster.
+    /// Print the children and status a plugin computes for each CR of a file, without a
+    /// cluster.
     Render {
         /// The plugin component (.wasm).
         plugin: PathBuf,
-        /// A YAML file with exactly one custom resource of the plugin's kind.
+        /// A YAML stream, as `kubectl apply -f` takes: each custom resource of the plugin's
+        /// kind is rendered, other documents (a Secret the CR uses, say) are skipped.
         cr: PathBuf,
-        /// A YAML stream (or List) of children to present as observed.
-        #[arg(long)]
+        /// Children to present as observed to every CR, as the host would have read them from
+        /// the API server: a YAML stream or a `kind: List` of whole objects (apiVersion, kind,
+        /// metadata.name, spec and status), such as `kubectl get deploy,svc -o yaml` prints.
+        #[arg(long, value_name = "FILE")]
         observed: Option<PathBuf>,
         /// Output format.
         #[arg(long, short, value_enum, default_value_t = Format::Yaml)]
@@ -266,6 +271,35 @@ enum Command {
     /// Write a new signing key pair: PREFIX.key (private, mode 0600) and PREFIX.pub (for
     /// OperatorPlugins' spec.verify.keys, or the policy's signatureKeys).
     GenerateKey { prefix: PathBuf },
+    /// Write a new plugin crate to start from: the plugin's build settings, a Deployment and
+    /// Service operator with its CRD type, a unit test and a sample CR (see its README.md).
+    New {
+        /// The plugin's name, a DNS-1123 label (`web-app`): the crate's name and the name the
+        /// plugin declares.
+        name: String,
+        /// The plugin's language.
+        #[arg(long, value_enum, default_value_t = Lang::Rust)]
+        lang: Lang,
+        /// Where to write it (default: ./NAME); it must not exist.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The parent's kind (default: NAME in CamelCase, `WebApp`).
+        #[arg(long)]
+        kind: Option<String>,
+        /// The parent's API group.
+        #[arg(long, default_value = "example.com")]
+        group: String,
+        /// Take operator-host-sdk from this directory (a checkout's plugins/sdk) instead of
+        /// crates.io.
+        #[arg(long, value_name = "DIR", conflicts_with = "sdk_git")]
+        sdk_path: Option<PathBuf>,
+        /// Take operator-host-sdk from this git repository instead of crates.io.
+        #[arg(long, value_name = "URL")]
+        sdk_git: Option<String>,
+        /// With --sdk-git: the branch, tag or commit.
+        #[arg(long, requires = "sdk_git")]
+        sdk_rev: Option<String>,
+    },
     /// Print what a plugin declares.
     Inspect {
         /// The plugin component (.wasm).
@@ -323,6 +357,12 @@ impl RegistryArgs {
     }
 }
 
+/// The languages `new` scaffolds a plugin in.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Lang {
+    Rust,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Format {
     Yaml,
@@ -345,10 +385,26 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", error_report(&error));
             ExitCode::from(exit_code(&error))
         }
     }
+}
+
+/// `error` and its causes, each said once: this crate's errors already quote their source in
+/// their message, which `{:#}` would print a second time.
+fn error_report(error: &anyhow::Error) -> String {
+    let mut report = String::new();
+    for cause in error.chain() {
+        let message = cause.to_string();
+        if !report.contains(&message) {
+            if !report.is_empty() {
+                report.push_str(": ");
+            }
+            report.push_str(&message);
+        }
+    }
+    report
 }
 
 /// Maps failures to exit codes in one place.
@@ -365,6 +421,7 @@ fn exit_code(error: &anyhow::Error) -> u8 {
     if error.downcast_ref::<render::Error>().is_some()
         || error.downcast_ref::<crate::plugin::Error>().is_some()
         || error.downcast_ref::<crate::policy::Error>().is_some()
+        || error.downcast_ref::<scaffold::Error>().is_some()
     {
         return EXIT_USAGE;
     }
@@ -372,6 +429,38 @@ fn exit_code(error: &anyhow::Error) -> u8 {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Command::New {
+        name,
+        lang: Lang::Rust,
+        dir,
+        kind,
+        group,
+        sdk_path,
+        sdk_git,
+        sdk_rev,
+    } = cli.command
+    {
+        let sdk = match (sdk_path, sdk_git) {
+            // Cargo reads a path dependency relative to the new crate, not to where `new` ran.
+            (Some(path), _) => scaffold::SdkSource::Path(
+                std::path::absolute(&path)
+                    .with_context(|| format!("resolving --sdk-path {}", path.display()))?,
+            ),
+            (None, Some(url)) => scaffold::SdkSource::Git { url, rev: sdk_rev },
+            (None, None) => scaffold::SdkSource::Version(env!("CARGO_PKG_VERSION").to_string()),
+        };
+        let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+        let plugin = scaffold::Plugin {
+            name,
+            kind,
+            group,
+            sdk,
+        };
+        for file in scaffold::rust(&plugin, &dir)? {
+            println!("{}", file.display());
+        }
+        return Ok(());
+    }
     // `run` catches SIGTERM before anything else: a pod stopped while the host starts must
     // still end cleanly, not by the signal's default action.
     let serving = match cli.command {
@@ -521,17 +610,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let plugin = load(&runtime, &plugin)?;
             let now = now.unwrap_or_else(now_rfc3339);
-            let plan = render::render_with_policy(
+            let rendered = render::render_with_policy(
                 &plugin,
                 render_policy.as_ref(),
                 &cr,
                 observed.as_deref(),
                 &now,
             )?;
+            for document in &rendered.skipped {
+                eprintln!(
+                    "note: {}: skipped {document}: not a {}",
+                    cr.display(),
+                    plugin.decl.parent
+                );
+            }
             match output {
-                Format::Yaml => print!("{}", render::to_yaml_stream(&plan)),
+                Format::Yaml => print!("{}", render::to_yaml_stream(&rendered)),
+                // One JSON document per CR, in file order (a stream, as `jq` reads it).
                 Format::Json => {
-                    println!("{}", serde_json::to_string_pretty(&render::to_json(&plan))?)
+                    for (_, plan) in &rendered.plans {
+                        println!("{}", serde_json::to_string_pretty(&render::to_json(plan))?);
+                    }
                 }
             }
         }
@@ -668,6 +767,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .with_context(|| format!("writing {}", public_path.display()))?;
             println!("{}\n{}", private_path.display(), public_path.display());
         }
+        Command::New { .. } => unreachable!("`new` returned before the runtime started"),
         Command::Inspect {
             plugin: path,
             output,

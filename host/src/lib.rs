@@ -30,6 +30,7 @@ pub mod rbac;
 pub mod registry;
 pub mod render;
 pub mod runtime;
+pub mod scaffold;
 pub mod shard;
 pub mod signature;
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Offline rendering: a CR file through a plugin, printed as a YAML stream for `kubectl apply -f -`.
+//! Offline rendering: the CRs of a YAML stream through a plugin, printed as a YAML stream for `kubectl apply -f -`.
 //!
 //! Rendering calls the same [`plan`](crate::plan::plan) as the controller; the only
 //! difference is that a parent read from a file has no UID, so children carry no owner
@@ -23,17 +23,28 @@ pub enum Error {
     },
     #[error("{} is not valid YAML: {detail}", path.display())]
     ParseYaml { path: PathBuf, detail: String },
-    #[error("{} holds {count} documents; expected exactly one custom resource", path.display())]
-    DocumentCount { path: PathBuf, count: usize },
-    #[error("{}: expected a {expected}, found apiVersion {api_version:?} kind {kind:?}", path.display())]
-    WrongKind {
+    #[error("{} holds no {expected}; found {}", path.display(), found_list(found))]
+    NoParent {
         path: PathBuf,
         expected: String,
-        api_version: String,
-        kind: String,
+        /// `apiVersion kind name` of each document found.
+        found: Vec<String>,
     },
-    #[error("{}: {source}", path.display())]
-    Plan { path: PathBuf, source: PlanError },
+    #[error("{} {parent}: {source}", path.display())]
+    Plan {
+        path: PathBuf,
+        /// `namespace/name` of the custom resource.
+        parent: String,
+        source: PlanError,
+    },
+}
+
+fn found_list(found: &[String]) -> String {
+    if found.is_empty() {
+        "no documents".to_string()
+    } else {
+        found.join(", ")
+    }
 }
 
 impl Error {
@@ -46,45 +57,57 @@ impl Error {
     }
 }
 
-/// Renders the CR in `cr_path`, with the children in `observed_path` (a YAML stream or a
-/// `List`) as what the host would have observed.
+/// What rendering one input file gave.
+#[derive(Debug)]
+pub struct Rendered {
+    /// The plan of each custom resource of the plugin's kind, in file order, with the
+    /// parent's `namespace/name`.
+    pub plans: Vec<(String, Plan)>,
+    /// `apiVersion kind name` of the documents of other kinds, which were not rendered.
+    pub skipped: Vec<String>,
+}
+
+/// Renders every CR of the plugin's parent kind in `cr_path` (a YAML stream, as `kubectl
+/// apply -f` reads; documents of other kinds, such as a Secret the CR refers to, are skipped),
+/// each with the children in `observed_path` (a YAML stream or a `List`) as what the host
+/// would have observed.
 pub fn render(
     plugin: &Plugin,
     cr_path: &Path,
     observed_path: Option<&Path>,
     now: &str,
-) -> Result<Plan, Error> {
+) -> Result<Rendered, Error> {
     render_with_policy(plugin, None, cr_path, observed_path, now)
 }
 
-/// [`render`], and with a policy, the plan checked against it as `run` does.
+/// [`render`], and with a policy, each plan checked against it as `run` does.
 pub fn render_with_policy(
     plugin: &Plugin,
     policy: Option<&Policy>,
     cr_path: &Path,
     observed_path: Option<&Path>,
     now: &str,
-) -> Result<Plan, Error> {
-    let mut documents = read_yaml_documents(cr_path)?;
-    if documents.len() != 1 {
-        return Err(Error::DocumentCount {
-            path: cr_path.to_path_buf(),
-            count: documents.len(),
-        });
-    }
-    let mut parent = documents.remove(0);
-    if !plugin.decl.parent.matches(&parent) {
-        return Err(Error::WrongKind {
+) -> Result<Rendered, Error> {
+    let (parents, skipped): (Vec<Value>, Vec<Value>) = read_yaml_documents(cr_path)?
+        .into_iter()
+        .partition(|document| plugin.decl.parent.matches(document));
+    let describe = |document: &Value| {
+        format!(
+            "{} {} {:?}",
+            document["apiVersion"].as_str().unwrap_or("(no apiVersion)"),
+            document["kind"].as_str().unwrap_or("(no kind)"),
+            document["metadata"]["name"].as_str().unwrap_or("")
+        )
+    };
+    let skipped: Vec<String> = skipped.iter().map(describe).collect();
+    if parents.is_empty() {
+        return Err(Error::NoParent {
             path: cr_path.to_path_buf(),
             expected: plugin.decl.parent.to_string(),
-            api_version: parent["apiVersion"].as_str().unwrap_or("").to_string(),
-            kind: parent["kind"].as_str().unwrap_or("").to_string(),
+            found: skipped,
         });
     }
-    if parent["metadata"]["namespace"].as_str().is_none() && parent["metadata"].is_object() {
-        parent["metadata"]["namespace"] = "default".into();
-    }
-    let observed = match observed_path {
+    let observed: Vec<Value> = match observed_path {
         Some(path) => read_yaml_documents(path)?
             .into_iter()
             .flat_map(|doc| match doc["items"].as_array() {
@@ -94,17 +117,30 @@ pub fn render_with_policy(
             .collect(),
         None => Vec::new(),
     };
-    let plan_error = |source| Error::Plan {
-        path: cr_path.to_path_buf(),
-        source,
-    };
-    let plan = plan::plan(plugin, &parent, &observed, now).map_err(plan_error)?;
-    if let Some(policy) = policy {
-        policy
-            .check(&plugin.decl, &parent, &plan)
-            .map_err(|violation| plan_error(violation.into()))?;
+    let mut plans = Vec::with_capacity(parents.len());
+    for mut parent in parents {
+        if parent["metadata"]["namespace"].as_str().is_none() && parent["metadata"].is_object() {
+            parent["metadata"]["namespace"] = "default".into();
+        }
+        let identity = format!(
+            "{}/{}",
+            parent["metadata"]["namespace"].as_str().unwrap_or(""),
+            parent["metadata"]["name"].as_str().unwrap_or("")
+        );
+        let plan_error = |source| Error::Plan {
+            path: cr_path.to_path_buf(),
+            parent: identity.clone(),
+            source,
+        };
+        let plan = plan::plan(plugin, &parent, &observed, now).map_err(plan_error)?;
+        if let Some(policy) = policy {
+            policy
+                .check(&plugin.decl, &parent, &plan)
+                .map_err(|violation| plan_error(violation.into()))?;
+        }
+        plans.push((identity, plan));
     }
-    Ok(plan)
+    Ok(Rendered { plans, skipped })
 }
 
 /// The non-empty YAML documents of a file, as JSON values.
@@ -135,26 +171,28 @@ pub fn read_yaml_documents(path: &Path) -> Result<Vec<Value>, Error> {
     Ok(documents)
 }
 
-/// The plan as a YAML stream of the children, followed by the status as a comment.
-pub fn to_yaml_stream(plan: &Plan) -> String {
+/// The plans as one YAML stream: each CR's children, followed by its status as a comment.
+pub fn to_yaml_stream(rendered: &Rendered) -> String {
     let mut out = String::new();
-    for child in &plan.apply {
-        out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(child).unwrap_or_default());
-    }
-    out.push_str("---\n# status:\n");
-    for line in serde_yaml::to_string(&plan.status)
-        .unwrap_or_default()
-        .lines()
-    {
-        out.push_str("#   ");
-        out.push_str(line);
-        out.push('\n');
+    for (parent, plan) in &rendered.plans {
+        for child in &plan.apply {
+            out.push_str("---\n");
+            out.push_str(&serde_yaml::to_string(child).unwrap_or_default());
+        }
+        out.push_str(&format!("---\n# status of {parent}:\n"));
+        for line in serde_yaml::to_string(&plan.status)
+            .unwrap_or_default()
+            .lines()
+        {
+            out.push_str("#   ");
+            out.push_str(line);
+            out.push('\n');
+        }
     }
     out
 }
 
-/// The plan as one JSON document: `children`, `status`, `requeueAfterMs`.
+/// A plan as one JSON document: `children`, `status`, `requeueAfterMs`.
 pub fn to_json(plan: &Plan) -> Value {
     serde_json::json!({
         "children": plan.apply,

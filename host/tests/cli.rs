@@ -176,12 +176,53 @@ fn malformed_yaml_is_an_input_error() {
 }
 
 #[test]
-fn several_documents_are_an_input_error() {
+fn every_cr_of_a_stream_is_rendered_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let one = std::fs::read_to_string(example("memcached.yaml")).unwrap();
-    let cr = yaml_file(&dir, &format!("{one}\n---\n{one}"));
+    let two = one.replace("name: memcached-sample", "name: second");
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: unrelated}\n";
+    let cr = yaml_file(&dir, &format!("{one}\n---\n{secret}---\n{two}"));
     let output = render(&example_plugin("memcached"), &cr);
-    assert_fails(&output, 2, &["cr.yaml", "2 documents", "exactly one"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    let first = out
+        .find("# status of default/memcached-sample:")
+        .expect(&out);
+    let second = out.find("# status of default/second:").expect(&out);
+    assert!(first < second, "{out}");
+    assert!(out[first..].contains("name: second"), "{out}");
+    assert!(
+        stderr(&output).contains("skipped v1 Secret \"unrelated\""),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn a_file_without_a_cr_of_the_kind_is_an_input_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cr = yaml_file(&dir, "");
+    let output = render(&example_plugin("memcached"), &cr);
+    assert_fails(&output, 2, &["cr.yaml", "holds no", "no documents"]);
+}
+
+#[test]
+fn an_error_is_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cr = yaml_file(
+        &dir,
+        "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: x}\nspec: {size: 1000}\n",
+    );
+    let output = render(&example_plugin("memcached"), &cr);
+    let err = stderr(&output);
+    assert_eq!(err.matches("between 0 and 100").count(), 1, "{err}");
+    let missing = operator_host(&[
+        "render",
+        path_str(&example_plugin("memcached")),
+        "/nonexistent.yaml",
+    ]);
+    let err = stderr(&missing);
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
 }
 
 #[test]

@@ -36,7 +36,10 @@ fn the_first_reconcile_gives_the_config_map_and_is_not_ready() {
     let cr = bundle("b", 3);
     let desired = ConfigBundleOperator::reconcile(&cr, &Observed::default()).unwrap();
     assert_eq!(desired.children.len(), 1);
-    let config_map = desired.get::<ConfigMap>("b").unwrap();
+    let config_map = desired
+        .get::<ConfigMap>("b")
+        .expect("the child decodes")
+        .unwrap();
     assert_eq!(config_map.data.unwrap(), cr.spec.data);
     assert!(desired.children[0]["metadata"].get("namespace").is_none());
     assert_eq!(ready(&desired), ("False", "Pending"));

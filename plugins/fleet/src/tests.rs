@@ -28,12 +28,18 @@ fn a_fleet_parent_gets_memcacheds_deployment_service_and_status() {
     let cr = fleet("f", 3);
     let desired = FleetOperator::reconcile(&cr, &Observed::default()).unwrap();
     assert_eq!(desired.children.len(), 2);
-    let deployment = desired.get::<Deployment>("f").unwrap();
+    let deployment = desired
+        .get::<Deployment>("f")
+        .expect("the child decodes")
+        .unwrap();
     let spec = deployment.spec.unwrap();
     assert_eq!(spec.replicas, Some(3));
     let container = &spec.template.spec.unwrap().containers[0];
     assert_eq!(container.image.as_deref(), Some(DEFAULT_IMAGE));
-    let service = desired.get::<Service>("f").unwrap();
+    let service = desired
+        .get::<Service>("f")
+        .expect("the child decodes")
+        .unwrap();
     assert_eq!(service.spec.unwrap().ports.unwrap()[0].port, DEFAULT_PORT);
     assert_eq!(desired.status["conditions"][0]["type"], "Available");
     assert_eq!(desired.status["conditions"][0]["observedGeneration"], 2);

@@ -27,6 +27,7 @@ fn reconcile(cr: &Memcached, observed: &Observed) -> Desired {
 fn pod_template(desired: &Desired, name: &str) -> PodTemplateSpec {
     desired
         .get::<Deployment>(name)
+        .expect("the child decodes")
         .unwrap()
         .spec
         .unwrap()
@@ -69,9 +70,15 @@ fn available(desired: &Desired) -> (&str, &str) {
 fn deployment_replicas_follow_size_and_service_targets_the_port() {
     let desired = reconcile(&memcached("mc", 3), &Observed::default());
     assert_eq!(desired.children.len(), 2);
-    let deployment = desired.get::<Deployment>("mc").unwrap();
+    let deployment = desired
+        .get::<Deployment>("mc")
+        .expect("the child decodes")
+        .unwrap();
     assert_eq!(deployment.spec.unwrap().replicas, Some(3));
-    let service = desired.get::<Service>("mc").unwrap();
+    let service = desired
+        .get::<Service>("mc")
+        .expect("the child decodes")
+        .unwrap();
     let port = &service.spec.unwrap().ports.unwrap()[0];
     assert_eq!(port.port, DEFAULT_PORT);
 }
@@ -82,6 +89,7 @@ fn selectors_are_unique_per_cr() {
     let b = reconcile(&memcached("b", 1), &Observed::default());
     let selector = |d: &Desired, n: &str| {
         d.get::<Deployment>(n)
+            .expect("the child decodes")
             .unwrap()
             .spec
             .unwrap()
@@ -92,6 +100,7 @@ fn selectors_are_unique_per_cr() {
     assert_ne!(selector(&a, "a"), selector(&b, "b"));
     let service_selector = a
         .get::<Service>("a")
+        .expect("the child decodes")
         .unwrap()
         .spec
         .unwrap()
@@ -242,7 +251,10 @@ fn status_is_not_available_until_the_new_pods_replace_the_old_ones() {
 #[test]
 fn the_deployment_carries_the_hash_of_its_spec_and_its_pods_do_not() {
     let desired = reconcile(&memcached("mc", 1), &Observed::default());
-    let deployment = desired.get::<Deployment>("mc").unwrap();
+    let deployment = desired
+        .get::<Deployment>("mc")
+        .expect("the child decodes")
+        .unwrap();
     assert!(
         deployment
             .metadata
@@ -252,7 +264,10 @@ fn the_deployment_carries_the_hash_of_its_spec_and_its_pods_do_not() {
     );
     let template = deployment.spec.unwrap().template;
     assert!(template.metadata.unwrap().annotations.is_none());
-    let service = desired.get::<Service>("mc").unwrap();
+    let service = desired
+        .get::<Service>("mc")
+        .expect("the child decodes")
+        .unwrap();
     assert!(service.metadata.annotations.is_none());
 }
 
@@ -316,7 +331,13 @@ fn the_container_gets_resources_as_the_api_server_stores_them() {
         &with_resources(json!({"requests": {}, "limits": {}, "claims": []})),
         &Observed::default(),
     );
-    let json = serde_json::to_value(empty.get::<Deployment>("mc").unwrap()).unwrap();
+    let json = serde_json::to_value(
+        empty
+            .get::<Deployment>("mc")
+            .expect("the child decodes")
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         json["spec"]["template"]["spec"]["containers"][0]["resources"],
         json!({})

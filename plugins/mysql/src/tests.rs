@@ -58,7 +58,12 @@ fn rejected(cr: &InnoDBCluster) -> String {
 }
 
 fn sts(desired: &Desired, name: &str) -> StatefulSetSpec {
-    desired.get::<StatefulSet>(name).unwrap().spec.unwrap()
+    desired
+        .get::<StatefulSet>(name)
+        .expect("the child decodes")
+        .unwrap()
+        .spec
+        .unwrap()
 }
 
 fn template(desired: &Desired, name: &str) -> PodTemplateSpec {
@@ -77,7 +82,12 @@ fn claim(desired: &Desired, name: &str) -> PersistentVolumeClaimSpec {
 }
 
 fn router_service(desired: &Desired, name: &str) -> CoreServiceSpec {
-    desired.get::<Service>(name).unwrap().spec.unwrap()
+    desired
+        .get::<Service>(name)
+        .expect("the child decodes")
+        .unwrap()
+        .spec
+        .unwrap()
 }
 
 fn port_target(service: &CoreServiceSpec, port_name: &str) -> (i32, IntOrString) {
@@ -103,6 +113,7 @@ fn config_hash_of(desired: &Desired, name: &str) -> String {
 fn initconf_data(desired: &Desired, name: &str) -> BTreeMap<String, String> {
     desired
         .get::<ConfigMap>(&format!("{name}-initconf"))
+        .expect("the child decodes")
         .unwrap()
         .data
         .unwrap()
@@ -211,7 +222,10 @@ fn defaults_apply_when_only_the_secret_is_given() {
         port_target(&service, "mysql"),
         (3306, IntOrString::Int(ROUTER_RW_PORT))
     );
-    let router = desired.get::<Deployment>("ic-router").unwrap();
+    let router = desired
+        .get::<Deployment>("ic-router")
+        .expect("the child decodes")
+        .unwrap();
     assert_eq!(router.spec.unwrap().replicas, Some(1));
     // No mycnf: no extra file and no include of one.
     let data = initconf_data(&desired, "ic");
@@ -309,7 +323,10 @@ fn version_sets_the_server_and_router_images() {
         mysql_container(&desired, "ic").image.unwrap(),
         "container-registry.oracle.com/mysql/community-server:9.4.0"
     );
-    let router = desired.get::<Deployment>("ic-router").unwrap();
+    let router = desired
+        .get::<Deployment>("ic-router")
+        .expect("the child decodes")
+        .unwrap();
     assert_eq!(
         router.spec.unwrap().template.spec.unwrap().containers[0]
             .image
@@ -323,13 +340,22 @@ fn router_instances_set_the_deployment_replicas_and_zero_removes_it_but_keeps_th
     let desired = reconcile(&with(json!({"router": {"instances": 3}})));
     let router = desired
         .get::<Deployment>("ic-router")
+        .expect("the child decodes")
         .unwrap()
         .spec
         .unwrap();
     assert_eq!(router.replicas, Some(3));
     let none = reconcile(&with(json!({"router": {"instances": 0}})));
-    assert!(none.get::<Deployment>("ic-router").is_none());
-    assert!(none.get::<Service>("ic").is_some());
+    assert!(
+        none.get::<Deployment>("ic-router")
+            .expect("the child decodes")
+            .is_none()
+    );
+    assert!(
+        none.get::<Service>("ic")
+            .expect("the child decodes")
+            .is_some()
+    );
     assert_eq!(none.children.len(), 6);
 }
 
@@ -455,10 +481,14 @@ fn pod_labels_and_annotations_go_on_the_pod_template_only() {
     let selector = spec.selector.match_labels.unwrap();
     assert!(!selector.contains_key("team"));
     // Not on the StatefulSet itself, nor on the router pods.
-    let object = desired.get::<StatefulSet>("ic").unwrap();
+    let object = desired
+        .get::<StatefulSet>("ic")
+        .expect("the child decodes")
+        .unwrap();
     assert!(!object.metadata.labels.unwrap().contains_key("team"));
     let router = desired
         .get::<Deployment>("ic-router")
+        .expect("the child decodes")
         .unwrap()
         .spec
         .unwrap();
@@ -499,6 +529,7 @@ fn credentials_are_referenced_from_the_secret_never_copied() {
     );
     let router = desired
         .get::<Deployment>("ic-router")
+        .expect("the child decodes")
         .unwrap()
         .spec
         .unwrap();
@@ -547,10 +578,14 @@ fn the_statefulset_is_parallel_headless_probed_and_mounts_the_configuration() {
     assert!(mounts.iter().any(|m| m.mount_path == "/etc/my.cnf"
         && m.sub_path.as_deref() == Some("my.cnf")
         && m.name == "initconf"));
-    let account = desired.get::<ServiceAccount>("ic-sa").unwrap();
+    let account = desired
+        .get::<ServiceAccount>("ic-sa")
+        .expect("the child decodes")
+        .unwrap();
     assert_eq!(account.automount_service_account_token, Some(false));
     let router = desired
         .get::<Deployment>("ic-router")
+        .expect("the child decodes")
         .unwrap()
         .spec
         .unwrap();
@@ -570,6 +605,7 @@ fn the_instances_service_is_headless_and_publishes_unready_pods() {
     let desired = reconcile(&minimal("ic"));
     let service = desired
         .get::<Service>("ic-instances")
+        .expect("the child decodes")
         .unwrap()
         .spec
         .unwrap();
@@ -596,6 +632,7 @@ fn selectors_are_unique_per_cluster_and_distinct_for_servers_and_routers() {
     let db_selector = |d: &Desired, n: &str| sts(d, n).selector.match_labels.unwrap();
     let router_selector = |d: &Desired, n: &str| {
         d.get::<Deployment>(&format!("{n}-router"))
+            .expect("the child decodes")
             .unwrap()
             .spec
             .unwrap()
@@ -615,11 +652,26 @@ fn selectors_are_unique_per_cluster_and_distinct_for_servers_and_routers() {
     };
     assert!(selects(&db_selector(&a, "a"), &db_pod_labels));
     assert!(!selects(&router_selector(&a, "a"), &db_pod_labels));
-    let headless = a.get::<Service>("a-instances").unwrap().spec.unwrap();
+    let headless = a
+        .get::<Service>("a-instances")
+        .expect("the child decodes")
+        .unwrap()
+        .spec
+        .unwrap();
     assert_eq!(headless.selector.unwrap(), db_selector(&a, "a"));
-    let front = a.get::<Service>("a").unwrap().spec.unwrap();
+    let front = a
+        .get::<Service>("a")
+        .expect("the child decodes")
+        .unwrap()
+        .spec
+        .unwrap();
     assert_eq!(front.selector.unwrap(), router_selector(&a, "a"));
-    let pdb = a.get::<PodDisruptionBudget>("a-pdb").unwrap().spec.unwrap();
+    let pdb = a
+        .get::<PodDisruptionBudget>("a-pdb")
+        .expect("the child decodes")
+        .unwrap()
+        .spec
+        .unwrap();
     assert_eq!(pdb.max_unavailable, Some(IntOrString::Int(1)));
     assert_eq!(
         pdb.selector.unwrap().match_labels.unwrap(),

@@ -58,14 +58,43 @@ pub fn info<R: Reconciler>(version: &str) -> PluginInfo {
 fn decode_request<R: Reconciler>(
     request: &ReconcileRequest,
 ) -> Result<(R::Parent, Observed), Error> {
-    let parent = serde_json::from_str(&request.parent).map_err(|e| {
-        // Field-level messages from serde ("spec.size: invalid type ...") are what a user needs.
-        Error::InvalidSpec(format!(
-            "the {} does not match its schema: {e}",
-            R::Parent::api_resource().kind
-        ))
-    })?;
-    Ok((parent, Observed::from_json(&request.observed)?))
+    let parent = serde_json::from_str(&request.parent)
+        .map_err(|e| Error::Retry(format!("the parent is not valid JSON: {e}")))?;
+    Ok((
+        decode_parent::<R>(parent)?,
+        Observed::from_json(&request.observed)?,
+    ))
+}
+
+/// The parent as `R::Parent`. Its status is the plugin's own earlier output, not the user's
+/// input: one that no longer decodes (a phase renamed in a new version of the plugin) is
+/// dropped with a warning, so the parent is reconciled and gets a new status instead of
+/// failing as an invalid spec until someone edits it.
+fn decode_parent<R: Reconciler>(mut parent: serde_json::Value) -> Result<R::Parent, Error> {
+    let kind = R::Parent::api_resource().kind;
+    let first_error = match serde_path_to_error::deserialize(&parent) {
+        Ok(decoded) => return Ok(decoded),
+        Err(e) => e,
+    };
+    if parent
+        .as_object_mut()
+        .and_then(|object| object.remove("status"))
+        .is_none()
+    {
+        return Err(invalid_parent(&kind, first_error));
+    }
+    let decoded =
+        serde_path_to_error::deserialize(&parent).map_err(|e| invalid_parent(&kind, e))?;
+    crate::log::warn(format!(
+        "the {kind}'s previous status does not decode ({first_error}); reconciling it as if it had none"
+    ));
+    Ok(decoded)
+}
+
+/// The invalid-spec error of a parent that does not decode, naming the field
+/// (`spec.size: invalid type: string "x", expected i32`).
+fn invalid_parent(kind: &str, error: serde_path_to_error::Error<serde_json::Error>) -> Error {
+    Error::InvalidSpec(format!("the {kind} does not match its schema: {error}"))
 }
 
 /// `reconcile` for the plugin `R`: decode, call, encode.
@@ -96,4 +125,78 @@ pub fn finalize<R: Reconciler>(
             requeue_after_ms: Some(after.as_millis() as u64),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::{Deserialize, Serialize};
+    use serde_json::json;
+
+    #[derive(kube::CustomResource, Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
+    #[kube(
+        group = "t.dev",
+        version = "v1",
+        kind = "Thing",
+        namespaced,
+        status = "ThingStatus"
+    )]
+    struct ThingSpec {
+        size: i32,
+    }
+
+    #[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
+    enum Phase {
+        Ready,
+    }
+
+    #[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema)]
+    struct ThingStatus {
+        phase: Phase,
+    }
+
+    struct ThingOperator;
+    impl Reconciler for ThingOperator {
+        type Parent = Thing;
+        const NAME: &'static str = "thing";
+        fn children() -> Vec<Kind> {
+            Vec::new()
+        }
+        fn reconcile(_: &Thing, _: &Observed) -> Result<crate::Desired, Error> {
+            Ok(crate::Desired::new())
+        }
+    }
+
+    fn thing(spec: serde_json::Value, status: serde_json::Value) -> serde_json::Value {
+        json!({"apiVersion": "t.dev/v1", "kind": "Thing", "metadata": {"name": "a"},
+               "spec": spec, "status": status})
+    }
+
+    #[test]
+    fn a_previous_status_that_no_longer_decodes_is_dropped() {
+        let parent = decode_parent::<ThingOperator>(thing(
+            json!({"size": 1}),
+            json!({"phase": "RenamedSinceThen"}),
+        ))
+        .unwrap();
+        assert!(parent.status.is_none());
+        let parent =
+            decode_parent::<ThingOperator>(thing(json!({"size": 1}), json!({"phase": "Ready"})))
+                .unwrap();
+        assert!(parent.status.is_some());
+    }
+
+    #[test]
+    fn an_invalid_spec_names_the_field() {
+        for status in [json!(null), json!({"phase": "RenamedSinceThen"})] {
+            let err =
+                decode_parent::<ThingOperator>(thing(json!({"size": "big"}), status)).unwrap_err();
+            assert!(matches!(err, Error::InvalidSpec(_)), "{err}");
+            assert!(
+                err.message()
+                    .starts_with("the Thing does not match its schema: spec.size: invalid type"),
+                "{err}"
+            );
+        }
+    }
 }

@@ -217,15 +217,21 @@ impl Desired {
         self
     }
 
-    /// The desired child of type `K` named `name`, decoded: handy in unit tests.
-    pub fn get<K>(&self, name: &str) -> Option<K>
+    /// The desired child of type `K` named `name`, decoded: handy in unit tests. A child that
+    /// is there but does not decode as `K` is an error, not `None`.
+    pub fn get<K>(&self, name: &str) -> Result<Option<K>, Error>
     where
         K: k8s_openapi::Resource + DeserializeOwned,
     {
         self.children
             .iter()
             .find(|o| is_kind::<K>(o) && o["metadata"]["name"].as_str() == Some(name))
-            .and_then(|o| serde_json::from_value(o.clone()).ok())
+            .map(|o| {
+                K::deserialize(o).map_err(|e| {
+                    Error::Retry(format!("desired {} {name:?} does not decode: {e}", K::KIND))
+                })
+            })
+            .transpose()
     }
 }
 
@@ -324,6 +330,12 @@ mod tests {
         assert_eq!(desired.children[0]["apiVersion"], "v1");
         assert_eq!(desired.children[0]["kind"], "Service");
         assert!(desired.children[0]["metadata"].get("labels").is_none());
-        assert!(desired.get::<Service>("svc").is_some());
+        assert!(desired.get::<Service>("svc").unwrap().is_some());
+        desired.children[0]["spec"] = json!({"ports": "not a list"});
+        let err = desired.get::<Service>("svc").unwrap_err();
+        assert!(
+            err.message().contains("Service \"svc\" does not decode"),
+            "{err}"
+        );
     }
 }

@@ -13,9 +13,17 @@ pub enum Error {
 }
 
 impl Error {
-    /// An invalid-spec error for `field`, saying what was expected.
+    /// An invalid-spec error for `field` of the parent's spec (`size` names `spec.size`),
+    /// saying what was expected.
     pub fn invalid_field(field: &str, expected: impl fmt::Display) -> Self {
-        Error::InvalidSpec(format!("spec.{field}: {expected}"))
+        Self::invalid_at(&format!("spec.{field}"), expected)
+    }
+
+    /// An invalid-spec error for the field at `path` of the parent, from its top
+    /// (`metadata.name`, `spec.template.image`, `metadata.annotations["a/b"]`), saying what
+    /// was expected.
+    pub fn invalid_at(path: &str, expected: impl fmt::Display) -> Self {
+        Error::InvalidSpec(format!("{path}: {expected}"))
     }
 
     /// The human-readable message.
@@ -36,3 +44,20 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_field_is_under_spec_and_invalid_at_takes_any_path() {
+        assert_eq!(
+            Error::invalid_field("size", "at least 1").message(),
+            "spec.size: at least 1"
+        );
+        assert_eq!(
+            Error::invalid_at("metadata.name", "at most 40 characters").message(),
+            "metadata.name: at most 40 characters"
+        );
+    }
+}

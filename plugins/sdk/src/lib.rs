@@ -1,28 +1,12 @@
 //! Guest-side SDK for operator-host plugins: implement [`Reconciler`], call [`export_reconciler!`].
 //!
-//! A plugin author writes the parent's spec as a Rust type with `#[derive(CustomResource)]`
-//! (so the CRD comes from the same type the logic uses), implements [`Reconciler`] for a unit
-//! struct, and exports it:
-//!
-//! ```ignore
-//! struct MyOperator;
-//! impl operator_host_sdk::Reconciler for MyOperator {
-//!     type Parent = MyKind;
-//!     const NAME: &'static str = "my-operator";
-//!     fn children() -> Vec<operator_host_sdk::Kind> { vec![operator_host_sdk::kind_of::<Deployment>()] }
-//!     fn reconcile(parent: &MyKind, observed: &Observed) -> Result<Desired, Error> { ... }
-//! }
-//! operator_host_sdk::export_reconciler!(MyOperator);
-//! ```
-//!
-//! The logic is plain Rust: call `reconcile` from native `cargo test` with typed values.
-//! Plugins run without files, network, environment or clock; everything they may use is in
-//! the request, which keeps their output deterministic (see the README's "Writing a plugin").
+//! The crate's README follows; its example is compiled as a test.
+#![doc = include_str!("../README.md")]
 
 pub mod bindings {
     //! Bindings generated from the contract in `wit/`; plugin authors rarely need them.
     wit_bindgen::generate!({
-        path: "../../wit",
+        path: "wit",
         world: "operator-host:reconciler/reconciler@0.1.0",
         pub_export_macro: true,
         export_macro_name: "__export_reconciler_bindings",
@@ -49,8 +33,9 @@ pub use resources::validate_container_resources;
 pub use security::{restricted_container_security_context, restricted_pod_security_context};
 pub use status::{Condition, conditions_schema};
 pub use view::{
-    MetadataView, RollingUpdateView, Rollout, SPEC_HASH_ANNOTATION, SpecHashView,
-    UpdateStrategyView, WorkloadConditionView, WorkloadSpecView, WorkloadStatusView, WorkloadView,
+    CONTENT_HASH_ANNOTATION, MetadataView, RollingUpdateView, Rollout, SPEC_HASH_ANNOTATION,
+    SpecHashView, UpdateStrategyView, WorkloadConditionView, WorkloadSpecView, WorkloadStatusView,
+    WorkloadView, content_hash,
 };
 
 pub use k8s_openapi;

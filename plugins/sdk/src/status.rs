@@ -44,6 +44,44 @@ impl Condition {
             last_transition_time: None,
         }
     }
+
+    /// The `Ready` condition of a parent in `phase`: `True` when `ready`, with the phase as
+    /// its reason in the CamelCase a condition reason must be (`ONLINE_PARTIAL` and
+    /// `online-partial` give `OnlinePartial`), so a status keeps a `phase` for people and
+    /// `kubectl wait --for=condition=Ready` works.
+    pub fn ready_from_phase(
+        phase: &str,
+        ready: bool,
+        message: impl Into<String>,
+        observed_generation: Option<i64>,
+    ) -> Self {
+        Condition::new(
+            "Ready",
+            ready,
+            &camel_case_reason(phase),
+            message,
+            observed_generation,
+        )
+    }
+}
+
+/// `text` as a condition reason (`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`): words split at
+/// anything but letters and digits, each capitalised; `Unknown` when nothing is left.
+fn camel_case_reason(text: &str) -> String {
+    let mut reason = String::new();
+    for word in text.split(|c: char| !c.is_ascii_alphanumeric()) {
+        let mut chars = word.chars();
+        if let Some(first) = chars.next() {
+            // A word already in CamelCase (`RolloutComplete`) keeps its inner capitals.
+            let keep_case = word.chars().any(|c| c.is_ascii_lowercase());
+            reason.push(first.to_ascii_uppercase());
+            reason.extend(chars.map(|c| if keep_case { c } else { c.to_ascii_lowercase() }));
+        }
+    }
+    match reason.trim_start_matches(|c: char| c.is_ascii_digit()) {
+        "" => "Unknown".to_string(),
+        trimmed => trimmed.to_string(),
+    }
 }
 
 /// The CRD schema of a `conditions` status field (`Vec<Condition>`), as Kubernetes lists
@@ -67,4 +105,30 @@ pub fn conditions_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema 
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_from_phase_makes_a_valid_reason() {
+        for (phase, reason) in [
+            ("ONLINE_PARTIAL", "OnlinePartial"),
+            ("online-partial", "OnlinePartial"),
+            ("Running", "Running"),
+            ("RolloutComplete", "RolloutComplete"),
+            ("3 members", "Members"),
+            ("", "Unknown"),
+        ] {
+            let condition = Condition::ready_from_phase(phase, true, "m", Some(2));
+            assert_eq!(condition.reason, reason, "{phase:?}");
+            assert_eq!(condition.type_, "Ready");
+            assert_eq!(condition.status, "True");
+        }
+        assert_eq!(
+            Condition::ready_from_phase("Pending", false, "", None).status,
+            "False"
+        );
+    }
 }

@@ -69,6 +69,20 @@ fn spec_hash(spec: &Value) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The annotation for a pod template that must change, and so roll the pods, when content
+/// they read but do not embed changes (a ConfigMap's data, say): set it to [`content_hash`]
+/// of that content.
+pub const CONTENT_HASH_ANNOTATION: &str = "sdk.operator-host.dev/content-hash";
+
+/// A stable hash of `content`: SHA-256 (hex) of its canonical JSON (maps sorted by key), the
+/// same for equal values on every build and Rust version (std's `Hasher`s promise neither).
+/// For [`CONTENT_HASH_ANNOTATION`].
+pub fn content_hash<T: serde::Serialize + ?Sized>(content: &T) -> Result<String, crate::Error> {
+    let value = serde_json::to_value(content)
+        .map_err(|e| crate::Error::Retry(format!("cannot serialize the hashed content: {e}")))?;
+    Ok(spec_hash(&value))
+}
+
 /// An observed Deployment or StatefulSet, reduced to what a status needs: its replica
 /// counts, and whether the spec the plugin desires is rolled out (see the module
 /// documentation), for [`crate::Observed::view`].
@@ -393,6 +407,24 @@ mod tests {
     use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet};
     use k8s_openapi::api::core::v1::Service;
     use serde_json::json;
+
+    #[test]
+    fn content_hash_is_stable_and_follows_the_content() {
+        let data: std::collections::BTreeMap<&str, &str> = [("a", "1"), ("b", "2")].into();
+        // Pinned: a hash that changed between builds would roll every pod that carries it.
+        assert_eq!(
+            content_hash(&data).unwrap(),
+            "21f76dfbfe6dfe21f762080ef484112cf2952974cef30741fd1931e1c6d92112"
+        );
+        assert_eq!(
+            content_hash(&json!({"b": "2", "a": "1"})).unwrap(),
+            content_hash(&data).unwrap()
+        );
+        assert_ne!(
+            content_hash(&json!({"a": "1", "b": "3"})).unwrap(),
+            content_hash(&data).unwrap()
+        );
+    }
 
     /// A Deployment of generation 2 with `spec.replicas` and the given status.
     fn deployment(replicas: i32, status: Value) -> Value {

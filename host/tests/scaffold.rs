@@ -1,0 +1,203 @@
+//! A plugin as a third party writes it: `operator-host new` against the SDK as `cargo package` ships it, tested, built and rendered outside this workspace.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use util::{operator_host, path_str, repo_root, stderr, stdout};
+
+/// The target directory this workspace builds in: the scaffolded crate builds in it too, so
+/// the dependencies it shares with the bundled plugins are not compiled again.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
+}
+
+/// `cargo` in `dir`, with an environment of its own: the variables cargo sets for this test
+/// (`CARGO_PKG_*`, `CARGO_MANIFEST_DIR`, ...) would otherwise be read as the nested build's,
+/// and crates whose build scripts track them rebuilt.
+fn cargo(dir: &Path, args: &[&str]) -> Output {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.env_clear().current_dir(dir).args(args);
+    for (key, value) in std::env::vars_os() {
+        let key_text = key.to_string_lossy();
+        let keep = [
+            "PATH",
+            "HOME",
+            "CARGO_HOME",
+            "RUSTUP_HOME",
+            "RUSTUP_TOOLCHAIN",
+            "TMPDIR",
+        ]
+        .contains(&key_text.as_ref())
+            || key_text == "CARGO_INCREMENTAL";
+        if keep {
+            command.env(key, value);
+        }
+    }
+    command
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env("CARGO_TERM_COLOR", "never")
+        .output()
+        .expect("cargo runs")
+}
+
+fn assert_success(what: &str, output: &Output) {
+    assert!(
+        output.status.success(),
+        "{what} failed:\n{}\n{}",
+        stdout(output),
+        stderr(output)
+    );
+}
+
+/// The SDK crate as `cargo package` makes it, unpacked: what crates.io would serve. Made
+/// once per test run (the tests share the target directory it is packaged in).
+fn packaged_sdk() -> &'static Path {
+    static SDK: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SDK.get_or_init(|| {
+        let dir = target_dir().join("scaffold-test");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        package_sdk(&dir)
+    })
+}
+
+fn package_sdk(dir: &Path) -> PathBuf {
+    let output = cargo(
+        &repo_root(),
+        &[
+            "package",
+            "-p",
+            "operator-host-sdk",
+            "--no-verify",
+            "--allow-dirty",
+            "--offline",
+        ],
+    );
+    assert_success("cargo package -p operator-host-sdk", &output);
+    let version = env!("CARGO_PKG_VERSION");
+    let archive = target_dir()
+        .join("package")
+        .join(format!("operator-host-sdk-{version}.crate"));
+    let unpacked = Command::new("tar")
+        .arg("-xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(dir)
+        .output()
+        .expect("tar runs");
+    assert_success("unpacking the packaged SDK", &unpacked);
+    dir.join(format!("operator-host-sdk-{version}"))
+}
+
+#[test]
+fn the_packaged_sdk_holds_the_contract_and_no_path_outside_it() {
+    let sdk = packaged_sdk();
+    let wit = std::fs::read_to_string(sdk.join("wit/reconciler.wit")).unwrap();
+    assert_eq!(
+        wit,
+        std::fs::read_to_string(repo_root().join("wit/reconciler.wit")).unwrap(),
+        "the packaged WIT is the contract's"
+    );
+    let manifest = std::fs::read_to_string(sdk.join("Cargo.toml")).unwrap();
+    assert!(!manifest.contains("workspace = true"), "{manifest}");
+    assert!(!manifest.contains("path = \"../"), "{manifest}");
+    let lib = std::fs::read_to_string(sdk.join("src/lib.rs")).unwrap();
+    assert!(
+        !lib.contains("\"../../"),
+        "the SDK reads nothing outside itself"
+    );
+}
+
+#[test]
+fn a_scaffolded_plugin_tests_builds_and_renders_against_the_packaged_sdk() {
+    let dir = tempfile::tempdir().unwrap();
+    let sdk = packaged_sdk();
+    let plugin_dir = dir.path().join("web-app");
+    let output = operator_host(&[
+        "new",
+        "web-app",
+        "--dir",
+        path_str(&plugin_dir),
+        "--sdk-path",
+        path_str(sdk),
+    ]);
+    assert_success("operator-host new", &output);
+    assert!(
+        stdout(&output).contains("src/lib.rs"),
+        "{}",
+        stdout(&output)
+    );
+    // The workspace's versions, so the build reuses what the bundled plugins compiled;
+    // cargo drops what the plugin does not use.
+    std::fs::copy(
+        repo_root().join("Cargo.lock"),
+        plugin_dir.join("Cargo.lock"),
+    )
+    .unwrap();
+
+    assert_success(
+        "cargo fmt --check",
+        &cargo(&plugin_dir, &["fmt", "--check"]),
+    );
+    assert_success("cargo test", &cargo(&plugin_dir, &["test", "--offline"]));
+    let build = cargo(
+        &plugin_dir,
+        &[
+            "build",
+            "--offline",
+            "--target",
+            "wasm32-wasip2",
+            "--profile",
+            "plugin",
+        ],
+    );
+    assert_success("cargo build --target wasm32-wasip2", &build);
+    let wasm = target_dir().join("wasm32-wasip2/plugin/web_app.wasm");
+
+    let rendered = operator_host(&[
+        "render",
+        path_str(&wasm),
+        path_str(&plugin_dir.join("examples/web-app.yaml")),
+        "--policy",
+        path_str(&repo_root().join("examples/policy.yaml")),
+    ]);
+    assert_success("operator-host render", &rendered);
+    let yaml = stdout(&rendered);
+    for expected in [
+        "kind: Deployment",
+        "kind: Service",
+        "name: web-app-sample",
+        "reason: DeploymentNotFound",
+    ] {
+        assert!(yaml.contains(expected), "expected {expected:?} in:\n{yaml}");
+    }
+    let inspect = operator_host(&["inspect", path_str(&wasm)]);
+    assert_success("operator-host inspect", &inspect);
+    assert!(stdout(&inspect).contains("WebApp"), "{}", stdout(&inspect));
+}
+
+#[test]
+fn new_refuses_a_bad_name_and_an_existing_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = operator_host(&["new", "Web_App", "--dir", path_str(&dir.path().join("x"))]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("DNS-1123 label"),
+        "{}",
+        stderr(&output)
+    );
+    let output = operator_host(&["new", "web", "--dir", path_str(dir.path())]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("already exists"),
+        "{}",
+        stderr(&output)
+    );
+    let output = operator_host(&["new", "web", "--lang", "cobol"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("rust"), "{}", stderr(&output));
+}
