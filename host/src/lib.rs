@@ -35,4 +35,5 @@ pub mod shard;
 pub mod signature;
 #[cfg(test)]
 mod test_support;
+pub mod testing;
 pub mod watch;

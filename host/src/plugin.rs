@@ -6,7 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use crate::policy::Policy;
-use crate::runtime::{self, CallError, CompiledPlugin, GroupVersionKind, Runtime};
+use crate::runtime::{self, CallError, CompiledPlugin, GroupVersionKind, PluginInfo, Runtime};
 
 /// Why a plugin could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +128,18 @@ impl Plugin {
             path: path.to_path_buf(),
             source,
         })?;
+        Ok(Plugin {
+            path: path.to_path_buf(),
+            decl: Declaration::from_info(path, info, compiled.content_hash().to_string())?,
+            compiled,
+            policy: Arc::new(Policy::default()),
+        })
+    }
+}
+
+impl Declaration {
+    /// Validates what the plugin at `path` (of content hash `content_hash`) answered to `info`.
+    pub fn from_info(path: &Path, info: PluginInfo, content_hash: String) -> Result<Self, Error> {
         let invalid = |field: &'static str, problem: String| Error::InvalidDeclaration {
             path: path.to_path_buf(),
             field,
@@ -147,19 +159,14 @@ impl Plugin {
         let crd: CustomResourceDefinition = serde_json::from_value(crd)
             .map_err(|e| invalid("CRD", format!("not a CustomResourceDefinition: {e}")))?;
         check_crd(&crd, &parent).map_err(|p| invalid("CRD", p))?;
-        Ok(Plugin {
-            path: path.to_path_buf(),
-            decl: Declaration {
-                name: info.name,
-                version: info.version,
-                content_hash: compiled.content_hash().to_string(),
-                parent,
-                children,
-                needs_finalize: info.needs_finalize,
-                crd,
-            },
-            compiled,
-            policy: Arc::new(Policy::default()),
+        Ok(Declaration {
+            name: info.name,
+            version: info.version,
+            content_hash,
+            parent,
+            children,
+            needs_finalize: info.needs_finalize,
+            crd,
         })
     }
 }

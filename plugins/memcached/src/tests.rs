@@ -349,3 +349,41 @@ fn the_container_gets_resources_as_the_api_server_stores_them() {
             .is_none()
     );
 }
+
+#[test]
+fn the_host_accepts_every_answer_under_the_example_policy() {
+    use operator_host::policy::Policy;
+    use operator_host::testing;
+    let policy = Policy::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/policy.yaml"
+    )))
+    .unwrap();
+    let cr = memcached("mc", 2);
+    for observed in [
+        Vec::new(),
+        vec![applied_deployment(&cr, 1)],
+        vec![applied_deployment(&cr, 2)],
+    ] {
+        let plan = testing::reconcile::<MemcachedOperator>(&cr, &observed, Some(&policy)).unwrap();
+        assert_eq!(plan.apply.len(), 2);
+        assert_eq!(plan.status["conditions"][1]["type"], "Reconciled");
+    }
+    let one_child = Policy::parse(
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\nplugins:\n  memcached: {maxChildren: 1}\n",
+        std::path::Path::new("one-child.yaml"),
+    )
+    .unwrap();
+    let err = testing::reconcile::<MemcachedOperator>(&cr, &[], Some(&one_child)).unwrap_err();
+    assert!(
+        matches!(&err, testing::Error::Plan(e) if e.reason() == "PolicyViolation"),
+        "{err}"
+    );
+    let mut too_big = memcached("mc", 2);
+    too_big.spec.size = MAX_SIZE + 1;
+    let err = testing::reconcile::<MemcachedOperator>(&too_big, &[], None).unwrap_err();
+    assert!(
+        matches!(&err, testing::Error::Plan(e) if e.reason() == "InvalidSpec"),
+        "{err}"
+    );
+}

@@ -1,0 +1,97 @@
+//! A plugin's logic run natively through the host's own checks, for the plugin's `cargo test`.
+//!
+//! `render` and `run` validate what a plugin answers (the declaration, each child's kind,
+//! name and metadata, the status) and check it against the policy. A plugin author wants
+//! those failures from `cargo test`, before building the component: [`reconcile`] calls the
+//! plugin's [`Reconciler`] natively with the request the host would send and passes its answer
+//! through the same [`plan_from_response`](crate::plan::plan_from_response) and
+//! [`Policy::check`] as the host.
+
+use std::path::Path;
+
+use operator_host_sdk::Reconciler;
+use operator_host_sdk::bindings::operator_host::reconciler::types as guest;
+use serde_json::Value;
+
+use crate::plan::{self, Plan, PlanError};
+use crate::plugin::{self, Declaration};
+use crate::policy::{self, Policy};
+use crate::runtime::{GroupVersionKind, PluginInfo, ReconcileResponse};
+
+/// The time conditions are stamped with: plans made here do not depend on the clock.
+pub const NOW: &str = "2026-01-01T00:00:00Z";
+
+/// Why the host would not apply a plugin's answer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Declaration(#[from] plugin::Error),
+    #[error(transparent)]
+    Admission(#[from] policy::Error),
+    #[error("the parent does not serialize: {0}")]
+    EncodeParent(serde_json::Error),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+/// The plan the host would make of `R`'s answer for `parent` with `observed` children
+/// (whole objects, as the API server returns them), checked against `policy` as `run
+/// --policy` does (with `None`, the default policy). A parent without a namespace is in
+/// `default`, as `render` reads it.
+pub fn reconcile<R: Reconciler>(
+    parent: &R::Parent,
+    observed: &[Value],
+    policy: Option<&Policy>,
+) -> Result<Plan, Error>
+where
+    R::Parent: serde::Serialize,
+{
+    let default_policy = Policy::default();
+    let policy = policy.unwrap_or(&default_policy);
+    let decl = declaration::<R>()?;
+    policy.admit(&decl)?;
+    let mut parent = serde_json::to_value(parent).map_err(Error::EncodeParent)?;
+    if parent["metadata"]["namespace"].as_str().is_none() && parent["metadata"].is_object() {
+        parent["metadata"]["namespace"] = "default".into();
+    }
+    let (request, _seed) = plan::request("reconcile", &parent, observed);
+    let response = operator_host_sdk::__private::reconcile::<R>(guest::ReconcileRequest {
+        parent: request.parent,
+        observed: request.observed,
+    })
+    .map_err(|error| match error {
+        guest::ReconcileError::InvalidSpec(message) => PlanError::InvalidSpec(message),
+        guest::ReconcileError::Retry(message) => PlanError::PluginRetry(message),
+    })?;
+    let response = ReconcileResponse {
+        children: response.children,
+        status: response.status,
+        requeue_after_ms: response.requeue_after_ms,
+    };
+    let plan = plan::plan_from_response(&decl, &parent, observed, response, NOW)?;
+    policy
+        .check(&decl, &parent, &plan)
+        .map_err(PlanError::from)?;
+    Ok(plan)
+}
+
+/// `R`'s `info`, validated as the host validates a loaded plugin's.
+pub fn declaration<R: Reconciler>() -> Result<Declaration, plugin::Error> {
+    let info = operator_host_sdk::__private::info::<R>("0.0.0");
+    let kind = |gvk: guest::GroupVersionKind| GroupVersionKind {
+        group: gvk.group,
+        version: gvk.version,
+        kind: gvk.kind,
+        plural: gvk.plural,
+        namespaced: gvk.namespaced,
+    };
+    let info = PluginInfo {
+        name: info.name,
+        version: info.version,
+        parent: kind(info.parent),
+        children: info.children.into_iter().map(kind).collect(),
+        needs_finalize: info.needs_finalize,
+        crd: info.crd,
+    };
+    Declaration::from_info(Path::new(R::NAME), info, "native".to_string())
+}
