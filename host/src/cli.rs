@@ -271,8 +271,9 @@ enum Command {
     /// Write a new signing key pair: PREFIX.key (private, mode 0600) and PREFIX.pub (for
     /// OperatorPlugins' spec.verify.keys, or the policy's signatureKeys).
     GenerateKey { prefix: PathBuf },
-    /// Write a new plugin crate to start from: the plugin's build settings, a Deployment and
-    /// Service operator with its CRD type, a unit test and a sample CR (see its README.md).
+    /// Write a new plugin to start from (a Rust crate, or a Python package): the plugin's build
+    /// settings, a Deployment and Service operator with its CRD type, a unit test and a sample
+    /// CR (see its README.md).
     New {
         /// The plugin's name, a DNS-1123 label (`web-app`): the crate's name and the name the
         /// plugin declares.
@@ -289,8 +290,8 @@ enum Command {
         /// The parent's API group.
         #[arg(long, default_value = "example.com")]
         group: String,
-        /// Take operator-host-sdk from this directory (a checkout's plugins/sdk) instead of
-        /// crates.io.
+        /// Take operator-host-sdk from this directory (a checkout's plugins/sdk, or
+        /// plugins/sdk-python with --lang python) instead of crates.io (PyPI).
         #[arg(long, value_name = "DIR", conflicts_with = "sdk_git")]
         sdk_path: Option<PathBuf>,
         /// Take operator-host-sdk from this git repository instead of crates.io.
@@ -299,6 +300,19 @@ enum Command {
         /// With --sdk-git: the branch, tag or commit.
         #[arg(long, requires = "sdk_git")]
         sdk_rev: Option<String>,
+    },
+    /// Check what the host relies on a plugin for, on a built component of any language:
+    /// its declaration, the same answer to the same request, no state between calls, the
+    /// invalid-spec error for a spec its schema refuses, answers the host and the policy
+    /// accept, calls well inside the timeout. Prints a line per check; exits 1 if one fails.
+    Conformance {
+        /// The plugin component (.wasm).
+        plugin: PathBuf,
+        /// YAML streams of sample CRs; each CR of the plugin's kind is checked.
+        crs: Vec<PathBuf>,
+        /// Check the answers against this policy file (default: the default policy).
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
     },
     /// Print what a plugin declares.
     Inspect {
@@ -361,6 +375,16 @@ impl RegistryArgs {
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Lang {
     Rust,
+    Python,
+}
+
+impl From<Lang> for scaffold::Lang {
+    fn from(lang: Lang) -> Self {
+        match lang {
+            Lang::Rust => scaffold::Lang::Rust,
+            Lang::Python => scaffold::Lang::Python,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -431,7 +455,7 @@ fn exit_code(error: &anyhow::Error) -> u8 {
 fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::New {
         name,
-        lang: Lang::Rust,
+        lang,
         dir,
         kind,
         group,
@@ -441,7 +465,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     } = cli.command
     {
         let sdk = match (sdk_path, sdk_git) {
-            // Cargo reads a path dependency relative to the new crate, not to where `new` ran.
+            // Cargo and pip read a path dependency relative to the new plugin, not to where
+            // `new` ran.
             (Some(path), _) => scaffold::SdkSource::Path(
                 std::path::absolute(&path)
                     .with_context(|| format!("resolving --sdk-path {}", path.display()))?,
@@ -456,7 +481,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             group,
             sdk,
         };
-        for file in scaffold::rust(&plugin, &dir)? {
+        for file in scaffold::write(lang.into(), &plugin, &dir)? {
             println!("{}", file.display());
         }
         return Ok(());
@@ -768,6 +793,45 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}\n{}", private_path.display(), public_path.display());
         }
         Command::New { .. } => unreachable!("`new` returned before the runtime started"),
+        Command::Conformance {
+            plugin: path,
+            crs,
+            policy,
+        } => {
+            let plugin = load(&runtime, &path)?;
+            let policy = match policy {
+                Some(file) => Policy::load(&file)?,
+                None => Policy::default(),
+            };
+            let mut parents = Vec::new();
+            for file in &crs {
+                parents.extend(
+                    render::read_yaml_documents(file)?
+                        .into_iter()
+                        .filter(|document| plugin.decl.parent.matches(document)),
+                );
+            }
+            if !crs.is_empty() && parents.is_empty() {
+                anyhow::bail!(
+                    "{} hold no {}: nothing to check the plugin's answers on",
+                    crs.iter()
+                        .map(|f| f.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    plugin.decl.parent
+                );
+            }
+            let report = crate::conformance::check(&plugin, &parents, &policy);
+            print!("{}", report.to_text());
+            let failed = report.checks.iter().filter(|c| c.outcome.is_err()).count();
+            if failed > 0 {
+                anyhow::bail!(
+                    "{failed} of {} checks of {} failed",
+                    report.checks.len(),
+                    path.display()
+                );
+            }
+        }
         Command::Inspect {
             plugin: path,
             output,

@@ -1,0 +1,151 @@
+//! `operator-host conformance` on every bundled plugin (they pass) and on hostile guests (each failure is named).
+
+mod util;
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use util::{example, example_plugin, operator_host, path_str, stderr, stdout, test_plugin};
+
+fn conformance(args: &[&str]) -> Output {
+    let mut all = vec!["conformance"];
+    all.extend_from_slice(args);
+    operator_host(&all)
+}
+
+fn assert_passes(output: &Output, expected_checks: &[&str]) {
+    let out = stdout(output);
+    assert_eq!(output.status.code(), Some(0), "{out}\n{}", stderr(output));
+    assert!(!out.contains("FAIL"), "{out}");
+    for check in expected_checks {
+        assert!(
+            out.contains(&format!("PASS {check}")),
+            "no PASS {check:?} in:\n{out}"
+        );
+    }
+}
+
+/// An `Attack` CR of the hostile plugin in a file of `dir`.
+fn attack(dir: &tempfile::TempDir, attack: &str, extra: &str) -> PathBuf {
+    let path = dir.path().join(format!("{attack}.yaml"));
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: hostile.operator-host.dev/v1alpha1\nkind: Attack\nmetadata: {{name: a}}\nspec: {{attack: {attack}{extra}}}\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn the_memcached_plugin_conforms() {
+    let policy = example("policy.yaml");
+    let output = conformance(&[
+        path_str(&example_plugin("memcached")),
+        path_str(&example("memcached.yaml")),
+        "--policy",
+        path_str(&policy),
+    ]);
+    assert_passes(
+        &output,
+        &[
+            "info",
+            "policy admits it",
+            "deterministic default/memcached-sample",
+            "no state between calls default/memcached-sample",
+            "answer accepted default/memcached-sample",
+            "invalid spec refused default/memcached-sample (spec is a string)",
+            "invalid spec refused default/memcached-sample (spec.",
+            "within limits",
+        ],
+    );
+}
+
+#[test]
+fn the_mysql_plugin_conforms_on_both_examples() {
+    let output = conformance(&[
+        path_str(&example_plugin("mysql")),
+        path_str(&example("mysql.yaml")),
+        path_str(&example("mysql-3.yaml")),
+        "--policy",
+        path_str(&example("policy.yaml")),
+    ]);
+    assert_passes(
+        &output,
+        &[
+            "answer accepted default/mycluster",
+            "answer accepted default/mycluster-3",
+        ],
+    );
+}
+
+#[test]
+fn without_samples_the_declaration_and_invalid_specs_are_checked() {
+    let output = conformance(&[path_str(&example_plugin("memcached"))]);
+    assert_passes(
+        &output,
+        &["info", "invalid spec refused (spec is a string)"],
+    );
+}
+
+#[test]
+fn a_counter_in_the_guest_does_not_survive_between_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = conformance(&[
+        path_str(&test_plugin("hostile")),
+        path_str(&attack(&dir, "counter", "")),
+    ]);
+    assert_passes(
+        &output,
+        &[
+            "deterministic default/a",
+            "no state between calls default/a",
+        ],
+    );
+}
+
+#[test]
+fn a_plugin_that_loops_fails_the_limits_and_is_not_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = operator_host(&[
+        "--call-timeout-ms",
+        "200",
+        "conformance",
+        path_str(&test_plugin("hostile")),
+        path_str(&attack(&dir, "loop", "")),
+    ]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    assert!(out.contains("FAIL within limits"), "{out}");
+    assert!(out.contains("FAIL answer accepted default/a"), "{out}");
+    assert!(stderr(&output).contains("checks of"), "{}", stderr(&output));
+}
+
+#[test]
+fn children_the_host_refuses_fail_the_answer_check() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, extra, expected) in [
+        ("other-namespace", ", target: kube-system", "namespace"),
+        ("forged-labels", "", "label"),
+        ("undeclared-kind", "", "declare"),
+    ] {
+        let output = conformance(&[
+            path_str(&test_plugin("hostile")),
+            path_str(&attack(&dir, name, extra)),
+        ]);
+        let out = stdout(&output);
+        assert_eq!(output.status.code(), Some(1), "{name}: {out}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("FAIL answer accepted"))
+            .unwrap_or_else(|| panic!("{name}: no failed answer check in:\n{out}"));
+        assert!(line.contains(expected), "{name}: {line}");
+    }
+}
+
+#[test]
+fn a_plugin_of_another_contract_is_a_load_error() {
+    let output = conformance(&[path_str(&test_plugin("wrong-contract"))]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+}
