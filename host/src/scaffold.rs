@@ -1,4 +1,4 @@
-//! `operator-host new`: a plugin crate to start from, with the build settings, a sample test and a sample CR.
+//! `operator-host new`: a plugin (a Rust crate or a Python package) to start from, with the build settings, a sample test and a sample CR.
 
 use std::path::{Path, PathBuf};
 
@@ -38,7 +38,7 @@ pub enum SdkSource {
 
 impl SdkSource {
     /// The dependency's value in `Cargo.toml`.
-    fn dependency(&self) -> String {
+    fn cargo_dependency(&self) -> String {
         match self {
             SdkSource::Version(version) => format!("{:?}", version),
             SdkSource::Git { url, rev: None } => format!("{{ git = {url:?} }}"),
@@ -49,6 +49,27 @@ impl SdkSource {
             SdkSource::Path(path) => format!("{{ path = {:?} }}", path.display().to_string()),
         }
     }
+
+    /// The requirement in `pyproject.toml` (PEP 508), with the `build` and `test` extras: the
+    /// SDK in this repository's `plugins/sdk-python` for a git URL or a checkout's directory.
+    fn python_requirement(&self) -> String {
+        const SDK: &str = "operator-host-sdk[build,test]";
+        match self {
+            SdkSource::Version(version) => format!("{SDK}=={version}"),
+            SdkSource::Git { url, rev } => format!(
+                "{SDK} @ git+{url}{}#subdirectory=plugins/sdk-python",
+                rev.as_ref().map(|r| format!("@{r}")).unwrap_or_default()
+            ),
+            SdkSource::Path(path) => format!("{SDK} @ file://{}", path.display()),
+        }
+    }
+}
+
+/// A plugin's language, and so the files `new` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    Rust,
+    Python,
 }
 
 /// What to scaffold.
@@ -87,17 +108,43 @@ const RUST_FILES: [(&str, &str); 8] = [
     ),
 ];
 
-/// Writes a Rust plugin crate for `plugin` into `dir`, which must not exist yet; returns the
-/// files written.
-pub fn rust(plugin: &Plugin, dir: &Path) -> Result<Vec<PathBuf>, Error> {
+/// The files of a Python plugin package, relative to its directory.
+const PYTHON_FILES: [(&str, &str); 6] = [
+    (
+        "pyproject.toml",
+        include_str!("scaffold/python/pyproject.toml.tmpl"),
+    ),
+    (".gitignore", include_str!("scaffold/python/gitignore.tmpl")),
+    ("README.md", include_str!("scaffold/python/README.md.tmpl")),
+    (
+        "{{module}}.py",
+        include_str!("scaffold/python/operator.py.tmpl"),
+    ),
+    (
+        "tests/test_{{module}}.py",
+        include_str!("scaffold/python/tests/test_operator.py.tmpl"),
+    ),
+    (
+        "examples/{{name}}.yaml",
+        include_str!("scaffold/python/example.yaml.tmpl"),
+    ),
+];
+
+/// Writes a plugin of `lang` for `plugin` into `dir`, which must not exist yet: a Rust crate
+/// or a Python package. Returns the files written.
+pub fn write(lang: Lang, plugin: &Plugin, dir: &Path) -> Result<Vec<PathBuf>, Error> {
     let values = values(plugin)?;
     if dir.exists() {
         return Err(Error::DirectoryExists {
             dir: dir.to_path_buf(),
         });
     }
+    let files: &[(&str, &str)] = match lang {
+        Lang::Rust => &RUST_FILES,
+        Lang::Python => &PYTHON_FILES,
+    };
     let mut written = Vec::new();
-    for (relative, template) in RUST_FILES {
+    for &(relative, template) in files {
         let path = dir.join(fill(relative, &values));
         let write = |path: &Path| -> std::io::Result<()> {
             if let Some(parent) = path.parent() {
@@ -150,10 +197,12 @@ fn values(plugin: &Plugin) -> Result<Vec<(&'static str, String)>, Error> {
     Ok(vec![
         ("name", name.clone()),
         ("crate", name.replace('-', "_")),
+        ("module", name.replace('-', "_")),
         ("plural", format!("{}s", kind.to_ascii_lowercase())),
         ("kind", kind),
         ("group", group.clone()),
-        ("sdk_dependency", plugin.sdk.dependency()),
+        ("sdk_dependency", plugin.sdk.cargo_dependency()),
+        ("python_sdk_requirement", plugin.sdk.python_requirement()),
         ("rust_channel", RUST_CHANNEL.to_string()),
     ])
 }
@@ -196,7 +245,7 @@ mod tests {
     #[test]
     fn every_placeholder_is_filled() {
         let dir = tempfile::tempdir().unwrap();
-        let files = rust(&plugin("web-app"), &dir.path().join("web-app")).unwrap();
+        let files = write(Lang::Rust, &plugin("web-app"), &dir.path().join("web-app")).unwrap();
         assert!(files.iter().any(|f| f.ends_with("examples/web-app.yaml")));
         for file in files {
             let text = std::fs::read_to_string(&file).unwrap();
@@ -218,23 +267,54 @@ mod tests {
     fn bad_names_kinds_groups_and_an_existing_directory_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         for name in ["Web", "-a", "a-", "a_b", ""] {
-            let err = rust(&plugin(name), &dir.path().join("x")).unwrap_err();
+            let err = write(Lang::Rust, &plugin(name), &dir.path().join("x")).unwrap_err();
             assert!(matches!(err, Error::InvalidName { .. }), "{name}: {err}");
         }
         let mut bad_kind = plugin("a");
         bad_kind.kind = Some("lower".into());
         assert!(matches!(
-            rust(&bad_kind, &dir.path().join("x")),
+            write(Lang::Rust, &bad_kind, &dir.path().join("x")),
             Err(Error::InvalidKind { .. })
         ));
         let mut bad_group = plugin("a");
         bad_group.group = "nodots".into();
         assert!(matches!(
-            rust(&bad_group, &dir.path().join("x")),
+            write(Lang::Rust, &bad_group, &dir.path().join("x")),
             Err(Error::InvalidGroup { .. })
         ));
-        let err = rust(&plugin("a"), dir.path()).unwrap_err();
+        let err = write(Lang::Rust, &plugin("a"), dir.path()).unwrap_err();
         assert!(matches!(err, Error::DirectoryExists { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_python_package_has_every_placeholder_filled_and_the_sdk_requirement() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut web_app = plugin("web-app");
+        web_app.sdk = SdkSource::Path("/x/sdk-python".into());
+        let files = write(Lang::Python, &web_app, &dir.path().join("web-app")).unwrap();
+        assert!(files.iter().any(|f| f.ends_with("web_app.py")));
+        assert!(files.iter().any(|f| f.ends_with("tests/test_web_app.py")));
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            assert!(
+                !text.contains("{{"),
+                "{} keeps a placeholder",
+                file.display()
+            );
+        }
+        let pyproject = std::fs::read_to_string(dir.path().join("web-app/pyproject.toml")).unwrap();
+        assert!(
+            pyproject.contains(r#""operator-host-sdk[build,test] @ file:///x/sdk-python""#),
+            "{pyproject}"
+        );
+        assert_eq!(
+            SdkSource::Git {
+                url: "https://example.com/o.git".into(),
+                rev: Some("v0.1.0".into())
+            }
+            .python_requirement(),
+            "operator-host-sdk[build,test] @ git+https://example.com/o.git@v0.1.0#subdirectory=plugins/sdk-python"
+        );
     }
 
     #[test]
@@ -248,17 +328,20 @@ mod tests {
 
     #[test]
     fn sdk_sources_are_cargo_dependencies() {
-        assert_eq!(SdkSource::Version("0.1.0".into()).dependency(), "\"0.1.0\"");
+        assert_eq!(
+            SdkSource::Version("0.1.0".into()).cargo_dependency(),
+            "\"0.1.0\""
+        );
         assert_eq!(
             SdkSource::Git {
                 url: "https://example.com/o.git".into(),
                 rev: Some("v0.1.0".into())
             }
-            .dependency(),
+            .cargo_dependency(),
             r#"{ git = "https://example.com/o.git", rev = "v0.1.0" }"#
         );
         assert_eq!(
-            SdkSource::Path("/x/sdk".into()).dependency(),
+            SdkSource::Path("/x/sdk".into()).cargo_dependency(),
             r#"{ path = "/x/sdk" }"#
         );
     }

@@ -1,4 +1,4 @@
-//! A plugin as a third party writes it: `operator-host new` against the SDK as `cargo package` ships it, tested, built and rendered outside this workspace.
+//! A plugin as a third party writes it: `operator-host new` against the SDK as `cargo package` ships it (or the Python SDK as pip installs it), tested, built and rendered outside this workspace.
 
 mod util;
 
@@ -178,6 +178,90 @@ fn a_scaffolded_plugin_tests_builds_and_renders_against_the_packaged_sdk() {
     let inspect = operator_host(&["inspect", path_str(&wasm)]);
     assert_success("operator-host inspect", &inspect);
     assert!(stdout(&inspect).contains("WebApp"), "{}", stdout(&inspect));
+}
+
+/// `program` with `args` in `dir`, its output captured.
+fn run_in(dir: &Path, program: &Path, args: &[&str]) -> Output {
+    Command::new(program)
+        .current_dir(dir)
+        .args(args)
+        .env_remove("VIRTUAL_ENV")
+        .output()
+        .unwrap_or_else(|e| panic!("{} runs: {e}", program.display()))
+}
+
+#[test]
+fn a_scaffolded_python_plugin_installs_tests_builds_and_renders() {
+    // As its README says: a virtual environment of its own, the SDK (from this checkout) with
+    // componentize-py and pytest installed from PyPI, then test, build, render, conformance.
+    let dir = tempfile::tempdir().unwrap();
+    let plugin_dir = dir.path().join("web-app");
+    let output = operator_host(&[
+        "new",
+        "web-app",
+        "--lang",
+        "python",
+        "--dir",
+        path_str(&plugin_dir),
+        "--sdk-path",
+        path_str(&repo_root().join("plugins/sdk-python")),
+    ]);
+    assert_success("operator-host new --lang python", &output);
+    let venv = plugin_dir.join(".venv");
+    assert_success(
+        "python3 -m venv",
+        &run_in(
+            &plugin_dir,
+            Path::new("python3"),
+            &["-m", "venv", path_str(&venv)],
+        ),
+    );
+    let python = venv.join("bin/python");
+    assert_success(
+        "pip install -e .",
+        &run_in(
+            &plugin_dir,
+            &python,
+            &["-m", "pip", "install", "-q", "-e", "."],
+        ),
+    );
+    let tests = run_in(&plugin_dir, &python, &["-m", "pytest", "-q"]);
+    assert_success("pytest", &tests);
+    assert!(stdout(&tests).contains("2 passed"), "{}", stdout(&tests));
+    let wasm = plugin_dir.join("web-app.wasm");
+    assert_success(
+        "python -m operator_host.build",
+        &run_in(
+            &plugin_dir,
+            &python,
+            &[
+                "-m",
+                "operator_host.build",
+                "web_app:operator",
+                "-o",
+                path_str(&wasm),
+            ],
+        ),
+    );
+    let example = plugin_dir.join("examples/web-app.yaml");
+    let rendered = operator_host(&[
+        "render",
+        path_str(&wasm),
+        path_str(&example),
+        "--policy",
+        path_str(&repo_root().join("examples/policy.yaml")),
+    ]);
+    assert_success("operator-host render", &rendered);
+    let yaml = stdout(&rendered);
+    for expected in [
+        "kind: Deployment",
+        "kind: Service",
+        "reason: DeploymentNotFound",
+    ] {
+        assert!(yaml.contains(expected), "expected {expected:?} in:\n{yaml}");
+    }
+    let conformance = operator_host(&["conformance", path_str(&wasm), path_str(&example)]);
+    assert_success("operator-host conformance", &conformance);
 }
 
 #[test]

@@ -161,9 +161,11 @@ pub const DEMOTION_PERIOD: Duration = Duration::from_secs(10 * 60);
 
 /// Most core module instances one instantiation of a plugin may create. A Rust
 /// `wasm32-wasip2` plugin has 3 (its module, and the shim and fixup modules wit-component
-/// adds); components of other toolchains have a few more. The pooling allocator refuses a
-/// component over this at load.
-pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 8;
+/// adds); a componentize-py plugin has 14 (libc, libpython and the other shared libraries it
+/// links dynamically, each a core instance). A core instance slot is bookkeeping, not memory:
+/// memories and tables have bounds of their own. The pooling allocator refuses a component
+/// over this at load.
+pub const MAX_CORE_INSTANCES_PER_COMPONENT: u32 = 20;
 /// Most linear memories one instantiation of a plugin may create (a Rust plugin has 1);
 /// their sum is bounded by [`Limits::max_memory_bytes`] all the same.
 pub const MAX_MEMORIES_PER_COMPONENT: u32 = 2;

@@ -95,7 +95,7 @@ pub fn assert_golden(rendered: &str, golden: &str) {
 }
 
 /// Replaces `sha256:<hex>` with a fixed marker.
-fn mask_plugin_hash(text: &str) -> String {
+pub fn mask_plugin_hash(text: &str) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(index) = rest.find("sha256:") {

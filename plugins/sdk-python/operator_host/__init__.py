@@ -1,0 +1,60 @@
+"""Write operator-host reconciler plugins in Python: declare an `Operator`, register `@operator.reconcile`.
+
+A plugin is a WebAssembly component built with componentize-py (`python -m
+operator_host.build`): the host watches the cluster and does every API write; the plugin gets
+one custom resource (the parent) with the children the host observed, and returns the
+children it wants and the parent's status. See the README beside this package.
+"""
+
+from . import kinds, log
+from ._fmt import _debug_str as debug_str
+from .children import Desired, Observed, child_meta
+from .conditions import Condition, camel_case_reason, conditions_schema
+from .errors import Error, InvalidSpec, Retry, invalid_at, invalid_field
+from .kinds import Kind
+from .operator import CustomResource, Operator, Parent, PrinterColumn
+from .resources import canonical_quantity, validate_container_resources
+from .schema import Field, decode, schema_of, to_json
+from .security import restricted_container_security_context, restricted_pod_security_context
+from .view import (
+    CONTENT_HASH_ANNOTATION,
+    SPEC_HASH_ANNOTATION,
+    Rollout,
+    WorkloadView,
+    content_hash,
+)
+
+__all__ = [
+    "CONTENT_HASH_ANNOTATION",
+    "SPEC_HASH_ANNOTATION",
+    "Condition",
+    "CustomResource",
+    "Desired",
+    "Error",
+    "Field",
+    "InvalidSpec",
+    "Kind",
+    "Observed",
+    "Operator",
+    "Parent",
+    "PrinterColumn",
+    "Retry",
+    "Rollout",
+    "WorkloadView",
+    "camel_case_reason",
+    "canonical_quantity",
+    "child_meta",
+    "conditions_schema",
+    "content_hash",
+    "debug_str",
+    "decode",
+    "invalid_at",
+    "invalid_field",
+    "kinds",
+    "log",
+    "restricted_container_security_context",
+    "restricted_pod_security_context",
+    "schema_of",
+    "to_json",
+    "validate_container_resources",
+]

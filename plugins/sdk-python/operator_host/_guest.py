@@ -1,0 +1,58 @@
+"""Glue between the componentize-py bindings of the contract and an `Operator`; imported only in a component."""
+
+from __future__ import annotations
+
+import json
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.imports import types
+
+from .errors import InvalidSpec, Retry
+from .kinds import Kind
+from .operator import Operator, status_json
+
+
+def _gvk(kind: Kind) -> types.GroupVersionKind:
+    return types.GroupVersionKind(kind.group, kind.version, kind.kind, kind.plural, kind.namespaced)
+
+
+def _error(error: Exception) -> Err:
+    if isinstance(error, InvalidSpec):
+        return Err(types.ReconcileError_InvalidSpec(error.message))
+    return Err(types.ReconcileError_Retry(error.message))
+
+
+def plugin_class(operator: Operator) -> type:
+    """A class implementing the contract's `plugin` interface with `operator`."""
+
+    class Plugin(exports.Plugin):
+        def info(self) -> types.PluginInfo:
+            return types.PluginInfo(
+                name=operator.name,
+                version=operator.version,
+                parent=_gvk(operator.parent.as_kind),
+                children=[_gvk(k) for k in operator.children],
+                needs_finalize=operator.finalize_handler is not None,
+                crd=json.dumps(operator.parent.crd(), ensure_ascii=False),
+            )
+
+        def reconcile(self, request: types.ReconcileRequest) -> types.ReconcileResponse:
+            try:
+                desired = operator.run_reconcile(request.parent, request.observed)
+            except (InvalidSpec, Retry) as e:
+                raise _error(e) from None
+            return types.ReconcileResponse(
+                children=[json.dumps(c, ensure_ascii=False) for c in desired.children],
+                status=status_json(desired.status),
+                requeue_after_ms=desired.requeue_after_ms,
+            )
+
+        def finalize(self, request: types.ReconcileRequest) -> types.FinalizeResponse:
+            try:
+                pending = operator.run_finalize(request.parent, request.observed)
+            except (InvalidSpec, Retry) as e:
+                raise _error(e) from None
+            return types.FinalizeResponse(done=pending is None, requeue_after_ms=pending)
+
+    return Plugin
