@@ -15,7 +15,7 @@ TEST_PLUGINS := hostile wrong-contract squatter
 SCALE_PLUGINS_DIR := target/scale-plugins
 FLEET_INDICES := 0 1 2 3 4 5 6 7 8 9
 
-.PHONY: build host plugins rust-plugins python-env python-plugins python-test-plugins python-test test-plugins scale-plugins test lint fmt bench bench-cluster bench-scale cluster-down cluster demo clean fuzz image manifests
+.PHONY: bench-languages build host plugins rust-plugins python-env python-plugins python-test-plugins python-test js-env js-plugins js-test-plugins js-test test-plugins scale-plugins test lint fmt bench bench-cluster bench-scale cluster-down cluster demo clean fuzz image manifests
 
 build: host plugins
 
@@ -23,8 +23,8 @@ host:
 	cargo build --release -p operator-host
 
 # Every bundled plugin: the Rust ones (served by `make demo`), and the Memcached plugin in the
-# other guest languages.
-plugins: rust-plugins python-plugins
+# other guest languages (Python, JavaScript).
+plugins: rust-plugins python-plugins js-plugins
 
 rust-plugins:
 	cargo build --target wasm32-wasip2 --profile plugin $(addprefix -p ,$(PLUGINS))
@@ -59,6 +59,33 @@ $(PYTHON_TEST_PLUGINS_DIR)/hostile.wasm: $(PYTHON_ENV)/.installed $(PYTHON_SDK_S
 	PYTHONPATH=plugins/sdk-python $(PYTHON) -m operator_host.build hostile:operator \
 		-p plugins/hostile-py -o $@
 
+# JavaScript plugins (plugins/sdk-js, built with componentize-js from npm, pinned in its
+# package-lock.json). The build needs only the SDK's packages; the Memcached package links the
+# SDK for its own tests.
+JS_PLUGINS_DIR := target/plugins-js
+JS_TEST_PLUGINS_DIR := target/test-plugins-js
+JS_SDK_SOURCES := $(wildcard plugins/sdk-js/src/*.js plugins/sdk-js/bin/*.mjs plugins/sdk-js/wit/*.wit)
+JS_ENV := plugins/sdk-js/node_modules/.operator-host-installed
+
+js-env: $(JS_ENV)
+$(JS_ENV): plugins/sdk-js/package-lock.json plugins/memcached-js/package-lock.json
+	cd plugins/sdk-js && npm ci --no-audit --no-fund
+	cd plugins/memcached-js && npm ci --no-audit --no-fund
+	touch $@
+
+js-plugins: $(JS_PLUGINS_DIR)/memcached.wasm
+$(JS_PLUGINS_DIR)/memcached.wasm: $(JS_ENV) $(JS_SDK_SOURCES) plugins/memcached-js/src/memcached.js
+	node plugins/sdk-js/bin/build.mjs plugins/memcached-js/src/memcached.js -o $@
+
+# The JavaScript hostile plugin: the sandbox's limits against a JavaScript guest.
+js-test-plugins: $(JS_TEST_PLUGINS_DIR)/hostile.wasm
+$(JS_TEST_PLUGINS_DIR)/hostile.wasm: $(JS_ENV) $(JS_SDK_SOURCES) plugins/hostile-js/src/hostile.js
+	node plugins/sdk-js/bin/build.mjs plugins/hostile-js/src/hostile.js -o $@
+
+# The JavaScript SDK's and plugins' own tests, natively (node --test, no host).
+js-test: js-env
+	node --test plugins/sdk-js/test/ plugins/memcached-js/test/
+
 # The Python SDK's and plugins' own tests, natively (pytest, no host).
 python-test: python-env
 	cd plugins/sdk-python && $(PYTHON) -m pytest -q tests
@@ -69,7 +96,7 @@ python-test: python-env
 image: rust-plugins
 	deploy/image/build.sh $(PLUGINS)
 
-test-plugins: plugins python-test-plugins
+test-plugins: plugins python-test-plugins js-test-plugins
 	cargo build --target wasm32-wasip2 --profile plugin $(addprefix -p ,$(TEST_PLUGINS))
 	mkdir -p $(TEST_PLUGINS_DIR)
 	for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(TEST_PLUGINS_DIR)/$$p.wasm; done
@@ -139,7 +166,7 @@ manifests: host rust-plugins
 	mv $(MANIFESTS_BASE)/operatorplugin-crd.generated.yaml.tmp $(MANIFESTS_BASE)/operatorplugin-crd.generated.yaml
 
 # The README's test command: every test, including those against the local control plane.
-test: test-plugins python-test
+test: test-plugins python-test js-test
 	cargo test --workspace --no-fail-fast
 
 lint:
@@ -152,6 +179,12 @@ fmt:
 bench: test-plugins
 	cargo bench -p operator-host --bench sandbox
 	cargo bench -p operator-host --bench reload
+	cargo bench -p operator-host --bench languages
+
+# The Memcached plugin in each guest language: size, compile, cache load, fresh-instance call,
+# against the Rust logic run natively (host/benches/languages.rs).
+bench-languages: plugins
+	cargo bench -p operator-host --bench languages
 
 cluster:
 	deploy/devcluster/start.sh
@@ -161,7 +194,7 @@ cluster-down:
 
 clean:
 	cargo clean
-	rm -rf $(PLUGINS_DIR) $(TEST_PLUGINS_DIR) $(SCALE_PLUGINS_DIR) $(PYTHON_PLUGINS_DIR) $(PYTHON_TEST_PLUGINS_DIR)
+	rm -rf $(PLUGINS_DIR) $(TEST_PLUGINS_DIR) $(SCALE_PLUGINS_DIR) $(PYTHON_PLUGINS_DIR) $(PYTHON_TEST_PLUGINS_DIR) $(JS_PLUGINS_DIR) $(JS_TEST_PLUGINS_DIR)
 
 # The README's main command: the host with the example plugins against the local control plane.
 demo:

@@ -1,4 +1,4 @@
-//! The run loop against the real API server: apply, status, scaling, drift, deletion, pruning, ownership.
+//! The run loop against the real API server: apply, status, scaling, drift, deletion, pruning, ownership; the Memcached scenarios with the plugin in every guest language.
 
 use std::time::Duration;
 
@@ -16,9 +16,38 @@ use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-async fn memcached_host(test: &str) -> (TestNamespace, Host, Api<DynamicObject>) {
+/// Runs a scenario against the Memcached plugin of every guest language: the Rust one
+/// (`target/plugins`) and the same operator in Python (`target/plugins-python`) and JavaScript
+/// (`target/plugins-js`), each a test of its own (`SCENARIO::rust`, `SCENARIO::python`,
+/// `SCENARIO::javascript`).
+macro_rules! in_every_language {
+    ($scenario:ident) => {
+        mod $scenario {
+            #[tokio::test]
+            async fn rust() {
+                super::$scenario("plugins").await
+            }
+
+            #[tokio::test]
+            async fn python() {
+                super::$scenario("plugins-python").await
+            }
+
+            #[tokio::test]
+            async fn javascript() {
+                super::$scenario("plugins-js").await
+            }
+        }
+    };
+}
+
+/// A host serving the Memcached plugin of `target/<plugins_dir>` in a namespace of its own.
+async fn memcached_host(
+    test: &str,
+    plugins_dir: &str,
+) -> (TestNamespace, Host, Api<DynamicObject>) {
     let ns = TestNamespace::new(test).await.unwrap();
-    let host = Host::start(plugin_path("plugins", "memcached"), ns.name()).await;
+    let host = Host::start(plugin_path(plugins_dir, "memcached"), ns.name()).await;
     let api = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
     (ns, host, api)
 }
@@ -56,9 +85,9 @@ async fn deployment_replicas(deployments: &Api<Deployment>, name: &str) -> Optio
         .replicas
 }
 
-#[tokio::test]
-async fn a_new_cr_gets_a_deployment_and_service_owned_and_labelled_by_the_host() {
-    let (ns, host, api) = memcached_host("create").await;
+in_every_language!(a_new_cr_gets_a_deployment_and_service_owned_and_labelled_by_the_host);
+async fn a_new_cr_gets_a_deployment_and_service_owned_and_labelled_by_the_host(plugins_dir: &str) {
+    let (ns, host, api) = memcached_host("create", plugins_dir).await;
     let cr = create(&api, &memcached_resource(), "cache", json!({"size": 2})).await;
     let deployments: Api<Deployment> = ns.api();
     let deployment = wait_for("the Deployment", Duration::from_secs(10), || async {
@@ -90,9 +119,9 @@ async fn a_new_cr_gets_a_deployment_and_service_owned_and_labelled_by_the_host()
     ns.cleanup().await.unwrap();
 }
 
-#[tokio::test]
-async fn status_reports_ready_pods_and_the_observed_generation() {
-    let (ns, host, api) = memcached_host("status").await;
+in_every_language!(status_reports_ready_pods_and_the_observed_generation);
+async fn status_reports_ready_pods_and_the_observed_generation(plugins_dir: &str) {
+    let (ns, host, api) = memcached_host("status", plugins_dir).await;
     create(&api, &memcached_resource(), "cache", json!({"size": 2})).await;
     wait_ready(&api, "cache", 2).await;
     let cr = api.get("cache").await.unwrap();
@@ -102,9 +131,9 @@ async fn status_reports_ready_pods_and_the_observed_generation() {
     ns.cleanup().await.unwrap();
 }
 
-#[tokio::test]
-async fn scaling_up_and_down_is_followed_by_the_deployment_and_the_status() {
-    let (ns, host, api) = memcached_host("scale").await;
+in_every_language!(scaling_up_and_down_is_followed_by_the_deployment_and_the_status);
+async fn scaling_up_and_down_is_followed_by_the_deployment_and_the_status(plugins_dir: &str) {
+    let (ns, host, api) = memcached_host("scale", plugins_dir).await;
     let deployments: Api<Deployment> = ns.api();
     create(&api, &memcached_resource(), "cache", json!({"size": 1})).await;
     wait_ready(&api, "cache", 1).await;
@@ -120,9 +149,9 @@ async fn scaling_up_and_down_is_followed_by_the_deployment_and_the_status() {
     ns.cleanup().await.unwrap();
 }
 
-#[tokio::test]
-async fn a_hand_edit_of_a_managed_field_is_put_back() {
-    let (ns, host, api) = memcached_host("drift").await;
+in_every_language!(a_hand_edit_of_a_managed_field_is_put_back);
+async fn a_hand_edit_of_a_managed_field_is_put_back(plugins_dir: &str) {
+    let (ns, host, api) = memcached_host("drift", plugins_dir).await;
     let deployments: Api<Deployment> = ns.api();
     create(&api, &memcached_resource(), "cache", json!({"size": 2})).await;
     wait_ready(&api, "cache", 2).await;
@@ -151,7 +180,7 @@ async fn a_hand_edit_of_a_managed_field_is_put_back() {
 /// over); a hand edit after that is still put back.
 #[tokio::test]
 async fn a_reconcile_that_changes_nothing_applies_no_child_and_drift_is_still_put_back() {
-    let (ns, host, api) = memcached_host("noop").await;
+    let (ns, host, api) = memcached_host("noop", "plugins").await;
     let deployments: Api<Deployment> = ns.api();
     create(&api, &memcached_resource(), "cache", json!({"size": 2})).await;
     wait_ready(&api, "cache", 2).await;
@@ -200,7 +229,7 @@ async fn a_reconcile_that_changes_nothing_applies_no_child_and_drift_is_still_pu
 
 #[tokio::test]
 async fn a_deleted_deployment_is_recreated() {
-    let (ns, host, api) = memcached_host("recreate").await;
+    let (ns, host, api) = memcached_host("recreate", "plugins").await;
     let deployments: Api<Deployment> = ns.api();
     create(&api, &memcached_resource(), "cache", json!({"size": 1})).await;
     wait_ready(&api, "cache", 1).await;
@@ -220,9 +249,9 @@ async fn a_deleted_deployment_is_recreated() {
     ns.cleanup().await.unwrap();
 }
 
-#[tokio::test]
-async fn deleting_the_cr_garbage_collects_its_children() {
-    let (ns, host, api) = memcached_host("gc").await;
+in_every_language!(deleting_the_cr_garbage_collects_its_children);
+async fn deleting_the_cr_garbage_collects_its_children(plugins_dir: &str) {
+    let (ns, host, api) = memcached_host("gc", plugins_dir).await;
     let deployments: Api<Deployment> = ns.api();
     let services: Api<Service> = ns.api();
     create(&api, &memcached_resource(), "cache", json!({"size": 1})).await;
@@ -243,7 +272,7 @@ async fn deleting_the_cr_garbage_collects_its_children() {
 
 #[tokio::test]
 async fn two_crs_in_one_namespace_never_touch_each_others_children_or_pods() {
-    let (ns, host, api) = memcached_host("two").await;
+    let (ns, host, api) = memcached_host("two", "plugins").await;
     let pods: Api<Pod> = ns.api();
     create(&api, &memcached_resource(), "a", json!({"size": 1})).await;
     create(&api, &memcached_resource(), "b", json!({"size": 2})).await;
@@ -274,9 +303,9 @@ async fn two_crs_in_one_namespace_never_touch_each_others_children_or_pods() {
     ns.cleanup().await.unwrap();
 }
 
-#[tokio::test]
-async fn an_invalid_spec_is_reported_and_leaves_the_children_as_they_were() {
-    let (ns, host, api) = memcached_host("invalid").await;
+in_every_language!(an_invalid_spec_is_reported_and_leaves_the_children_as_they_were);
+async fn an_invalid_spec_is_reported_and_leaves_the_children_as_they_were(plugins_dir: &str) {
+    let (ns, host, api) = memcached_host("invalid", plugins_dir).await;
     let deployments: Api<Deployment> = ns.api();
     create(&api, &memcached_resource(), "cache", json!({"size": 1})).await;
     wait_ready(&api, "cache", 1).await;
@@ -386,9 +415,9 @@ async fn a_child_no_longer_desired_is_pruned_and_an_unowned_namesake_is_left_alo
     ns.cleanup().await.unwrap();
 }
 
-#[tokio::test]
-async fn kubectl_get_shows_the_printer_columns_the_plugin_declares() {
-    let (ns, host, api) = memcached_host("kubectl").await;
+in_every_language!(kubectl_get_shows_the_printer_columns_the_plugin_declares);
+async fn kubectl_get_shows_the_printer_columns_the_plugin_declares(plugins_dir: &str) {
+    let (ns, host, api) = memcached_host("kubectl", plugins_dir).await;
     create(&api, &memcached_resource(), "cache", json!({"size": 2})).await;
     wait_ready(&api, "cache", 2).await;
     let output = kubectl()

@@ -1,0 +1,220 @@
+// Kinds, the children the host observed, and the children and status a plugin desires.
+
+import { Retry } from './errors.js';
+import { canonicalJson, parseJson } from './json.js';
+import { stampSpecHash } from './view.js';
+
+/**
+ * @typedef {object} Kind A Kubernetes kind a plugin reconciles or creates.
+ * @property {string} group API group; empty for the core group
+ * @property {string} version API version within the group
+ * @property {string} kind e.g. `Deployment`
+ * @property {string} plural e.g. `deployments`
+ * @property {boolean} namespaced whether objects of this kind live in a namespace
+ */
+
+/**
+ * A kind descriptor.
+ * @param {string} group
+ * @param {string} version
+ * @param {string} kind
+ * @param {string} plural
+ * @param {boolean} [namespaced]
+ * @returns {Kind}
+ */
+export function kindOf(group, version, kind, plural, namespaced = true) {
+  return Object.freeze({ group, version, kind, plural, namespaced });
+}
+
+/**
+ * `apiVersion` as objects carry it: `group/version`, or `version` for the core group.
+ * @param {Kind} kind
+ */
+export function apiVersionOf(kind) {
+  return kind.group === '' ? kind.version : `${kind.group}/${kind.version}`;
+}
+
+/** The kinds plugins create most, as k8s-openapi describes them. */
+export const kinds = Object.freeze({
+  ConfigMap: kindOf('', 'v1', 'ConfigMap', 'configmaps'),
+  PersistentVolumeClaim: kindOf('', 'v1', 'PersistentVolumeClaim', 'persistentvolumeclaims'),
+  Pod: kindOf('', 'v1', 'Pod', 'pods'),
+  Secret: kindOf('', 'v1', 'Secret', 'secrets'),
+  Service: kindOf('', 'v1', 'Service', 'services'),
+  ServiceAccount: kindOf('', 'v1', 'ServiceAccount', 'serviceaccounts'),
+  DaemonSet: kindOf('apps', 'v1', 'DaemonSet', 'daemonsets'),
+  Deployment: kindOf('apps', 'v1', 'Deployment', 'deployments'),
+  ReplicaSet: kindOf('apps', 'v1', 'ReplicaSet', 'replicasets'),
+  StatefulSet: kindOf('apps', 'v1', 'StatefulSet', 'statefulsets'),
+  HorizontalPodAutoscaler: kindOf('autoscaling', 'v2', 'HorizontalPodAutoscaler', 'horizontalpodautoscalers'),
+  CronJob: kindOf('batch', 'v1', 'CronJob', 'cronjobs'),
+  Job: kindOf('batch', 'v1', 'Job', 'jobs'),
+  Ingress: kindOf('networking.k8s.io', 'v1', 'Ingress', 'ingresses'),
+  NetworkPolicy: kindOf('networking.k8s.io', 'v1', 'NetworkPolicy', 'networkpolicies'),
+  PodDisruptionBudget: kindOf('policy', 'v1', 'PodDisruptionBudget', 'poddisruptionbudgets'),
+  Role: kindOf('rbac.authorization.k8s.io', 'v1', 'Role', 'roles'),
+  RoleBinding: kindOf('rbac.authorization.k8s.io', 'v1', 'RoleBinding', 'rolebindings'),
+});
+
+/**
+ * Metadata for a child: its name and labels only. The host adds the namespace, the owner
+ * reference and its ownership labels; a plugin that sets them itself is rejected.
+ * @param {string} name
+ * @param {Record<string, string>} [labels]
+ */
+export function childMeta(name, labels = {}) {
+  const meta = { name };
+  if (Object.keys(labels).length > 0) meta.labels = { ...labels };
+  return meta;
+}
+
+function isKind(object, kind) {
+  return object?.apiVersion === apiVersionOf(kind) && object?.kind === kind.kind;
+}
+
+function nameOf(object) {
+  const name = object?.metadata?.name;
+  return typeof name === 'string' ? name : undefined;
+}
+
+/** The children the host observed for one parent, as read from the API server. */
+export class Observed {
+  /** @param {object[]} [objects] parsed JSON objects */
+  constructor(objects = []) {
+    this.objects = objects;
+  }
+
+  /**
+   * Observed children from the JSON texts of a request.
+   * @param {string[]} texts
+   */
+  static fromJson(texts) {
+    return new Observed(
+      texts.map((text, index) => {
+        try {
+          return parseJson(text);
+        } catch (e) {
+          throw new Retry(`observed child #${index} is not valid JSON: ${e.message}`);
+        }
+      }),
+    );
+  }
+
+  /**
+   * The observed child of `kind` named `name`, as JSON, if there is one.
+   * @param {import('./children.js').Kind} kind
+   * @param {string} name
+   * @returns {any | undefined}
+   */
+  get(kind, name) {
+    return this.objects.find((o) => isKind(o, kind) && nameOf(o) === name);
+  }
+
+  /**
+   * The observed child of `kind` named `name` decoded by `type` (a schema type, or a class
+   * with a static `decode(object)`), if there is one. A child that is there but does not
+   * decode is a `Retry` error, never `undefined`.
+   * @param {import('./children.js').Kind} kind
+   * @param {string} name
+   * @param {{decode: Function}} type
+   */
+  view(kind, name, type) {
+    const object = this.get(kind, name);
+    if (object === undefined) return undefined;
+    return decodeObserved(kind, object, type);
+  }
+
+  /**
+   * Every observed child of `kind`.
+   * @param {import('./children.js').Kind} kind
+   */
+  all(kind) {
+    return this.objects.filter((o) => isKind(o, kind));
+  }
+
+  /** Number of observed children of any kind. */
+  get length() {
+    return this.objects.length;
+  }
+}
+
+/** `object`, an observed child of `kind`, decoded by `type`, or a `Retry` error. */
+export function decodeObserved(kind, object, type) {
+  try {
+    return type.decode(object, undefined, []);
+  } catch (e) {
+    if (e?.name !== 'DecodeError') throw e;
+    // Decoded from a whole JSON value, serde's error has no path: the Rust SDK's says the same.
+    throw new Retry(`observed ${kind.kind} ${JSON.stringify(nameOf(object) ?? '')} does not decode: ${e.problem}`);
+  }
+}
+
+/** What `reconcile` returns: the children that should exist, the status, and when to call again. */
+export class Desired {
+  constructor() {
+    /** @type {any[]} the desired children as JSON objects (with `apiVersion` and `kind`) */
+    this.children = [];
+    /** @type {object} the parent's status */
+    this.status = {};
+    /** @type {number | undefined} call again after this many milliseconds */
+    this.requeueAfterMs = undefined;
+  }
+
+  /**
+   * Adds a child: `child(kinds.Deployment, {metadata, spec})`, or `child(object)` with its
+   * own `apiVersion` and `kind`. An `apps/v1` workload (Deployment, StatefulSet, DaemonSet,
+   * ReplicaSet) gets the annotation `SPEC_HASH_ANNOTATION`, the hash of its spec, so that
+   * its observed copy tells whether it carries this spec yet (`WorkloadView.rolloutOf`).
+   * @param {import('./children.js').Kind | object} kindOrObject
+   * @param {object} [object]
+   * @returns {this}
+   */
+  child(kindOrObject, object) {
+    let value;
+    if (object === undefined) {
+      value = kindOrObject;
+    } else {
+      value = { ...object };
+      value.apiVersion ??= apiVersionOf(kindOrObject);
+      value.kind ??= kindOrObject.kind;
+    }
+    if (typeof value?.apiVersion !== 'string' || typeof value?.kind !== 'string') {
+      throw new TypeError('a child needs apiVersion and kind (pass its Kind first)');
+    }
+    // A copy as JSON holds it: the plugin's later changes do not change what was hashed, and
+    // `undefined` members are gone, as `None`s are from a Rust child.
+    const child = parseJson(canonicalJson(value));
+    stampSpecHash(child);
+    this.children.push(child);
+    return this;
+  }
+
+  /**
+   * Sets the parent's status (an object).
+   * @param {object} status
+   * @returns {this}
+   */
+  setStatus(status) {
+    this.status = parseJson(canonicalJson(status));
+    return this;
+  }
+
+  /**
+   * Asks to be called again after `ms` milliseconds even if nothing changes.
+   * @param {number} ms
+   * @returns {this}
+   */
+  requeueAfter(ms) {
+    this.requeueAfterMs = ms;
+    return this;
+  }
+
+  /**
+   * The desired child of `kind` named `name`, if there is one: handy in unit tests.
+   * @param {import('./children.js').Kind} kind
+   * @param {string} name
+   */
+  get(kind, name) {
+    return this.children.find((o) => isKind(o, kind) && nameOf(o) === name);
+  }
+}
