@@ -271,7 +271,7 @@ enum Command {
     /// Write a new signing key pair: PREFIX.key (private, mode 0600) and PREFIX.pub (for
     /// OperatorPlugins' spec.verify.keys, or the policy's signatureKeys).
     GenerateKey { prefix: PathBuf },
-    /// Write a new plugin to start from (a Rust crate, or a Python package): the plugin's build
+    /// Write a new plugin to start from (a Rust crate, a Python or an npm package): the plugin's build
     /// settings, a Deployment and Service operator with its CRD type, a unit test and a sample
     /// CR (see its README.md).
     New {
@@ -290,8 +290,8 @@ enum Command {
         /// The parent's API group.
         #[arg(long, default_value = "example.com")]
         group: String,
-        /// Take operator-host-sdk from this directory (a checkout's plugins/sdk, or
-        /// plugins/sdk-python with --lang python) instead of crates.io (PyPI).
+        /// Take the SDK from this directory (a checkout's plugins/sdk; plugins/sdk-python with
+        /// --lang python, plugins/sdk-js with --lang js) instead of crates.io (PyPI, npm).
         #[arg(long, value_name = "DIR", conflicts_with = "sdk_git")]
         sdk_path: Option<PathBuf>,
         /// Take operator-host-sdk from this git repository instead of crates.io.
@@ -376,6 +376,7 @@ impl RegistryArgs {
 enum Lang {
     Rust,
     Python,
+    Js,
 }
 
 impl From<Lang> for scaffold::Lang {
@@ -383,6 +384,7 @@ impl From<Lang> for scaffold::Lang {
         match lang {
             Lang::Rust => scaffold::Lang::Rust,
             Lang::Python => scaffold::Lang::Python,
+            Lang::Js => scaffold::Lang::JavaScript,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! `operator-host new`: a plugin (a Rust crate or a Python package) to start from, with the build settings, a sample test and a sample CR.
+//! `operator-host new`: a plugin (a Rust crate, a Python or an npm package) to start from, with the build settings, a sample test and a sample CR.
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +18,12 @@ pub enum Error {
     InvalidGroup { group: String },
     #[error("{} already exists; choose another --dir or remove it", dir.display())]
     DirectoryExists { dir: PathBuf },
+    #[error(
+        "npm cannot install the JavaScript SDK from {url}: it is plugins/sdk-js of that \
+         repository, and npm takes no subdirectory of a git repository; clone it and pass \
+         --sdk-path CLONE/plugins/sdk-js"
+    )]
+    GitSdkForJs { url: String },
     #[error("cannot write {}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -63,6 +69,16 @@ impl SdkSource {
             SdkSource::Path(path) => format!("{SDK} @ file://{}", path.display()),
         }
     }
+
+    /// The dependency's value in `package.json`. npm installs no package from a subdirectory
+    /// of a git repository, so a git source is refused.
+    fn npm_dependency(&self) -> Result<String, Error> {
+        match self {
+            SdkSource::Version(version) => Ok(version.clone()),
+            SdkSource::Git { url, .. } => Err(Error::GitSdkForJs { url: url.clone() }),
+            SdkSource::Path(path) => Ok(format!("file:{}", path.display())),
+        }
+    }
 }
 
 /// A plugin's language, and so the files `new` writes.
@@ -70,6 +86,7 @@ impl SdkSource {
 pub enum Lang {
     Rust,
     Python,
+    JavaScript,
 }
 
 /// What to scaffold.
@@ -126,14 +143,39 @@ const PYTHON_FILES: [(&str, &str); 6] = [
     ),
     (
         "examples/{{name}}.yaml",
-        include_str!("scaffold/python/example.yaml.tmpl"),
+        include_str!("scaffold/example.yaml.tmpl"),
     ),
 ];
 
-/// Writes a plugin of `lang` for `plugin` into `dir`, which must not exist yet: a Rust crate
-/// or a Python package. Returns the files written.
+/// The files of a JavaScript plugin package, relative to its directory.
+const JS_FILES: [(&str, &str); 6] = [
+    (
+        "package.json",
+        include_str!("scaffold/js/package.json.tmpl"),
+    ),
+    (".gitignore", include_str!("scaffold/js/gitignore.tmpl")),
+    ("README.md", include_str!("scaffold/js/README.md.tmpl")),
+    (
+        "src/{{module}}.js",
+        include_str!("scaffold/js/operator.js.tmpl"),
+    ),
+    (
+        "test/{{module}}.test.js",
+        include_str!("scaffold/js/test/operator.test.js.tmpl"),
+    ),
+    (
+        "examples/{{name}}.yaml",
+        include_str!("scaffold/example.yaml.tmpl"),
+    ),
+];
+
+/// Writes a plugin of `lang` for `plugin` into `dir`, which must not exist yet: a Rust crate,
+/// a Python package or an npm package. Returns the files written.
 pub fn write(lang: Lang, plugin: &Plugin, dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    let values = values(plugin)?;
+    let mut values = values(plugin)?;
+    if lang == Lang::JavaScript {
+        values.push(("js_sdk_dependency", plugin.sdk.npm_dependency()?));
+    }
     if dir.exists() {
         return Err(Error::DirectoryExists {
             dir: dir.to_path_buf(),
@@ -142,6 +184,7 @@ pub fn write(lang: Lang, plugin: &Plugin, dir: &Path) -> Result<Vec<PathBuf>, Er
     let files: &[(&str, &str)] = match lang {
         Lang::Rust => &RUST_FILES,
         Lang::Python => &PYTHON_FILES,
+        Lang::JavaScript => &JS_FILES,
     };
     let mut written = Vec::new();
     for &(relative, template) in files {
@@ -315,6 +358,34 @@ mod tests {
             .python_requirement(),
             "operator-host-sdk[build,test] @ git+https://example.com/o.git@v0.1.0#subdirectory=plugins/sdk-python"
         );
+    }
+
+    #[test]
+    fn a_javascript_package_has_every_placeholder_filled_and_git_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut web_app = plugin("web-app");
+        web_app.sdk = SdkSource::Path("/x/sdk-js".into());
+        let files = write(Lang::JavaScript, &web_app, &dir.path().join("web-app")).unwrap();
+        assert!(files.iter().any(|f| f.ends_with("src/web_app.js")));
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            assert!(
+                !text.contains("{{"),
+                "{} keeps a placeholder",
+                file.display()
+            );
+        }
+        let package = std::fs::read_to_string(dir.path().join("web-app/package.json")).unwrap();
+        assert!(
+            package.contains(r#""@operator-host/sdk": "file:/x/sdk-js""#),
+            "{package}"
+        );
+        web_app.sdk = SdkSource::Git {
+            url: "https://example.com/o.git".into(),
+            rev: None,
+        };
+        let err = write(Lang::JavaScript, &web_app, &dir.path().join("git")).unwrap_err();
+        assert!(matches!(err, Error::GitSdkForJs { .. }), "{err}");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! A plugin as a third party writes it: `operator-host new` against the SDK as `cargo package` ships it (or the Python SDK as pip installs it), tested, built and rendered outside this workspace.
+//! A plugin as a third party writes it: `operator-host new` against the SDK as `cargo package` ships it (or the Python and JavaScript SDKs as pip and npm install them), tested, built and rendered outside this workspace.
 
 mod util;
 
@@ -243,6 +243,61 @@ fn a_scaffolded_python_plugin_installs_tests_builds_and_renders() {
             ],
         ),
     );
+    let example = plugin_dir.join("examples/web-app.yaml");
+    let rendered = operator_host(&[
+        "render",
+        path_str(&wasm),
+        path_str(&example),
+        "--policy",
+        path_str(&repo_root().join("examples/policy.yaml")),
+    ]);
+    assert_success("operator-host render", &rendered);
+    let yaml = stdout(&rendered);
+    for expected in [
+        "kind: Deployment",
+        "kind: Service",
+        "reason: DeploymentNotFound",
+    ] {
+        assert!(yaml.contains(expected), "expected {expected:?} in:\n{yaml}");
+    }
+    let conformance = operator_host(&["conformance", path_str(&wasm), path_str(&example)]);
+    assert_success("operator-host conformance", &conformance);
+}
+
+#[test]
+fn a_scaffolded_javascript_plugin_installs_tests_builds_and_renders() {
+    // As its README says, with the SDK packed and installed as the registry would serve it
+    // (`--install-links`: a copy with its own dependencies, not a link into this checkout).
+    let dir = tempfile::tempdir().unwrap();
+    let plugin_dir = dir.path().join("web-app");
+    let output = operator_host(&[
+        "new",
+        "web-app",
+        "--lang",
+        "js",
+        "--dir",
+        path_str(&plugin_dir),
+        "--sdk-path",
+        path_str(&repo_root().join("plugins/sdk-js")),
+    ]);
+    assert_success("operator-host new --lang js", &output);
+    let npm = Path::new("npm");
+    assert_success(
+        "npm install",
+        &run_in(
+            &plugin_dir,
+            npm,
+            &["install", "--install-links", "--no-audit", "--no-fund"],
+        ),
+    );
+    let tests = run_in(&plugin_dir, npm, &["test"]);
+    assert_success("npm test", &tests);
+    assert!(stdout(&tests).contains("# pass 2"), "{}", stdout(&tests));
+    assert_success(
+        "npm run build",
+        &run_in(&plugin_dir, npm, &["run", "build"]),
+    );
+    let wasm = plugin_dir.join("web-app.wasm");
     let example = plugin_dir.join("examples/web-app.yaml");
     let rendered = operator_host(&[
         "render",

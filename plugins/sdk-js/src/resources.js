@@ -295,10 +295,10 @@ function parseQuantity(text) {
       number = rest.slice(1);
     }
     if (number === '' || !/^[0-9]+$/.test(number)) throw bad();
-    // As the Rust port: the digits after leading zeros, read as an i64 (an empty or too long
-    // text reads as i64::MAX), capped at 1000; beyond ±1000 is out of range either way.
+    // As the Rust port: the digits after leading zeros (only zeros, as in `1e0`, is 0), capped
+    // at 1000; beyond ±1000 is out of range either way.
     const trimmed = number.replace(/^0+/, '');
-    let magnitude = trimmed === '' || BigInt(trimmed) > 9223372036854775807n ? 9223372036854775807n : BigInt(trimmed);
+    let magnitude = trimmed === '' ? 0n : BigInt(trimmed);
     if (magnitude > 1000n) magnitude = 1000n;
     format = DECIMAL_EXPONENT;
     binary = 0n;

@@ -26,7 +26,7 @@ test('quantities in every form of the grammar are canonicalized', () => {
     ['2000', '2k'], ['1024', '1024'], ['0.1n', '1n'], ['1.0000000001', '1000000001n'], ['100u', '100u'],
     ['5M', '5M'], ['9E', '9E'], ['1.5Gi', '1536Mi'], ['2048Ki', '2Mi'], ['1000Ki', '1000Ki'], ['0.5Ki', '512'],
     ['1Ei', '1Ei'], ['0Gi', '0'], ['-0', '0'], ['-1.5', '-1500m'], ['1e3', '1e3'], ['1000E-3', '1'],
-    ['1500e-3', '1500e-3'], ['1e+3', '1e3'], ['1e-1000', '1e-9'], ['00012', '12'],
+    ['1500e-3', '1500e-3'], ['1e+3', '1e3'], ['1e0', '1'], ['1e-0', '1'], ['2E00', '2'], ['1e-1000', '1e-9'], ['00012', '12'],
     ['0.000000000000000000000000000000000000000001', '1n'], ['9223372036854775807', '9223372036854775807'],
   ]) {
     assert.equal(canonicalQuantity(quantity), canonical, quantity);
@@ -40,8 +40,6 @@ test('text outside the grammar is not a quantity', () => {
   for (const quantity of ['10E', '9223372036854775808', '8Ei', '1e19', '1e1000']) {
     assert.throws(() => canonicalQuantity(quantity), /at most 2\^63-1/, quantity);
   }
-  // As the Rust port reads it: an exponent of only zeros is taken as out of range.
-  assert.throws(() => canonicalQuantity('1e0'), /at most 2\^63-1/);
 });
 
 test('names are standard or fully qualified', () => {

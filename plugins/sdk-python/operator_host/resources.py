@@ -437,11 +437,9 @@ def _parse_quantity(text: str) -> _Parsed:
         number = rest[1:] if rest[:1] in ("-", "+") else rest
         if number == "" or not all(c in _DIGITS for c in number):
             raise ValueError(_NOT_A_QUANTITY)
-        # Any exponent beyond ±1000 is out of range either way. As in the Rust code, an
-        # exponent of only zeros (`1e0`) trims to "", which does not parse as an i64 and so
-        # reads as the maximum: `1e0` is refused as too large and `1e-0` is `1e-9`.
+        # Any exponent beyond ±1000 is out of range either way; only zeros (`1e0`) is 0.
         trimmed = number.lstrip("0")
-        magnitude = int(trimmed) if trimmed and int(trimmed) <= _I64_MAX else _I64_MAX
+        magnitude = 0 if not trimmed else min(int(trimmed), _I64_MAX)
         format_, binary, exponent = _DECIMAL_EXPONENT, 0, sign * max(min(magnitude, 1000), 0)
     # nanos = mantissa * 2^binary * 10^(scale + exponent + 9), rounded up.
     shift = scale + exponent + 9

@@ -347,12 +347,12 @@ fn parse_quantity(text: &str) -> Result<Parsed, String> {
             if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(bad());
             }
-            // Any exponent beyond ±1000 is out of range either way.
-            let magnitude = number
-                .trim_start_matches('0')
-                .parse::<i64>()
-                .unwrap_or(i64::MAX)
-                .min(1000);
+            // Any exponent beyond ±1000 is out of range either way; only zeros (`1e0`) is 0.
+            let digits = number.trim_start_matches('0');
+            let magnitude = match digits {
+                "" => 0,
+                _ => digits.parse::<i64>().unwrap_or(i64::MAX).min(1000),
+            };
             (Format::DecimalExponent, 0, sign * magnitude.max(0))
         }
     };
@@ -517,6 +517,9 @@ mod tests {
             ("1000E-3", "1"),
             ("1500e-3", "1500e-3"),
             ("1e+3", "1e3"),
+            ("1e0", "1"),
+            ("1e-0", "1"),
+            ("2E00", "2"),
             ("1e-1000", "1e-9"),
             ("00012", "12"),
             ("0.000000000000000000000000000000000000000001", "1n"),
