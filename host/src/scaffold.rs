@@ -285,19 +285,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn every_placeholder_is_filled() {
-        let dir = tempfile::tempdir().unwrap();
-        let files = write(Lang::Rust, &plugin("web-app"), &dir.path().join("web-app")).unwrap();
-        assert!(files.iter().any(|f| f.ends_with("examples/web-app.yaml")));
+    fn assert_filled(files: &[PathBuf]) {
         for file in files {
-            let text = std::fs::read_to_string(&file).unwrap();
+            let text = std::fs::read_to_string(file).unwrap();
             assert!(
                 !text.contains("{{"),
                 "{} keeps a placeholder",
                 file.display()
             );
         }
+    }
+
+    #[test]
+    fn every_placeholder_is_filled() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = write(Lang::Rust, &plugin("web-app"), &dir.path().join("web-app")).unwrap();
+        assert!(files.iter().any(|f| f.ends_with("examples/web-app.yaml")));
+        assert_filled(&files);
         let lib = std::fs::read_to_string(dir.path().join("web-app/src/lib.rs")).unwrap();
         assert!(lib.contains("pub struct WebAppSpec"), "{lib}");
         assert!(
@@ -337,14 +341,7 @@ mod tests {
         let files = write(Lang::Python, &web_app, &dir.path().join("web-app")).unwrap();
         assert!(files.iter().any(|f| f.ends_with("web_app.py")));
         assert!(files.iter().any(|f| f.ends_with("tests/test_web_app.py")));
-        for file in &files {
-            let text = std::fs::read_to_string(file).unwrap();
-            assert!(
-                !text.contains("{{"),
-                "{} keeps a placeholder",
-                file.display()
-            );
-        }
+        assert_filled(&files);
         let pyproject = std::fs::read_to_string(dir.path().join("web-app/pyproject.toml")).unwrap();
         assert!(
             pyproject.contains(r#""operator-host-sdk[build,test] @ file:///x/sdk-python""#),
@@ -367,14 +364,7 @@ mod tests {
         web_app.sdk = SdkSource::Path("/x/sdk-js".into());
         let files = write(Lang::JavaScript, &web_app, &dir.path().join("web-app")).unwrap();
         assert!(files.iter().any(|f| f.ends_with("src/web_app.js")));
-        for file in &files {
-            let text = std::fs::read_to_string(file).unwrap();
-            assert!(
-                !text.contains("{{"),
-                "{} keeps a placeholder",
-                file.display()
-            );
-        }
+        assert_filled(&files);
         let package = std::fs::read_to_string(dir.path().join("web-app/package.json")).unwrap();
         assert!(
             package.contains(r#""@operator-host/sdk": "file:/x/sdk-js""#),

@@ -5,11 +5,11 @@ mod util;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use operator_host::runtime::{CallError, Limits, ReconcileRequest};
-use serde_json::{Value, json};
+use operator_host::runtime::{CallError, Limits};
+use serde_json::Value;
 use util::{
-    example, example_plugin, mask_plugin_hash, operator_host, path_str, plugin_path, repo_root,
-    runtime_with, stderr, stdout,
+    attack, example, example_plugin, mask_plugin_hash, operator_host, path_str, plugin_path,
+    repo_root, runtime_with, stderr, stdout,
 };
 
 /// Each guest language other than Rust and the directory `make plugins` builds its plugins in.
@@ -192,19 +192,6 @@ const HOSTILE: [(&str, &str); 2] = [
     ("Python", "test-plugins-python"),
     ("JavaScript", "test-plugins-js"),
 ];
-
-fn attack(attack: &str, count: u64) -> ReconcileRequest {
-    ReconcileRequest {
-        parent: json!({
-            "apiVersion": "hostile.operator-host.dev/v1alpha1",
-            "kind": "Attack",
-            "metadata": {"name": "a", "namespace": "ns"},
-            "spec": {"attack": attack, "count": count},
-        })
-        .to_string(),
-        observed: vec![],
-    }
-}
 
 #[test]
 fn resource_attacks_in_every_language_are_contained() {

@@ -11,20 +11,7 @@ use operator_host::runtime::{
     ReconcileResponse, Runtime, RuntimeConfig, TABLE_ELEMENT_BYTES, Tier,
 };
 use serde_json::{Value, json};
-use util::{runtime_with, test_plugin};
-
-fn attack(attack: &str, count: u64) -> ReconcileRequest {
-    ReconcileRequest {
-        parent: json!({
-            "apiVersion": "hostile.operator-host.dev/v1alpha1",
-            "kind": "Attack",
-            "metadata": {"name": "a", "namespace": "ns"},
-            "spec": {"attack": attack, "count": count},
-        })
-        .to_string(),
-        observed: vec![],
-    }
-}
+use util::{attack, runtime_with, test_plugin};
 
 fn call(limits: Limits, attack_name: &str, count: u64) -> Result<ReconcileResponse, CallError> {
     let plugin = runtime_with(limits).load(&test_plugin("hostile")).unwrap();

@@ -158,23 +158,7 @@ fn a_scaffolded_plugin_tests_builds_and_renders_against_the_packaged_sdk() {
     assert_success("cargo build --target wasm32-wasip2", &build);
     let wasm = target_dir().join("wasm32-wasip2/plugin/web_app.wasm");
 
-    let rendered = operator_host(&[
-        "render",
-        path_str(&wasm),
-        path_str(&plugin_dir.join("examples/web-app.yaml")),
-        "--policy",
-        path_str(&repo_root().join("examples/policy.yaml")),
-    ]);
-    assert_success("operator-host render", &rendered);
-    let yaml = stdout(&rendered);
-    for expected in [
-        "kind: Deployment",
-        "kind: Service",
-        "name: web-app-sample",
-        "reason: DeploymentNotFound",
-    ] {
-        assert!(yaml.contains(expected), "expected {expected:?} in:\n{yaml}");
-    }
+    renders_and_conforms(&wasm, &plugin_dir.join("examples/web-app.yaml"));
     let inspect = operator_host(&["inspect", path_str(&wasm)]);
     assert_success("operator-host inspect", &inspect);
     assert!(stdout(&inspect).contains("WebApp"), "{}", stdout(&inspect));
@@ -190,23 +174,53 @@ fn run_in(dir: &Path, program: &Path, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("{} runs: {e}", program.display()))
 }
 
+/// `new NAME --lang LANG --sdk-path SDK` into `dir/web-app`; returns that directory.
+fn scaffold(dir: &Path, lang: &str, sdk: &str) -> PathBuf {
+    let plugin_dir = dir.join("web-app");
+    let output = operator_host(&[
+        "new",
+        "web-app",
+        "--lang",
+        lang,
+        "--dir",
+        path_str(&plugin_dir),
+        "--sdk-path",
+        path_str(&repo_root().join(sdk)),
+    ]);
+    assert_success(&format!("operator-host new --lang {lang}"), &output);
+    plugin_dir
+}
+
+/// The scaffolded plugin `wasm` renders its sample CR `example` (a Deployment and a Service,
+/// not ready yet) under the example policy, and passes `conformance`.
+fn renders_and_conforms(wasm: &Path, example: &Path) {
+    let rendered = operator_host(&[
+        "render",
+        path_str(wasm),
+        path_str(example),
+        "--policy",
+        path_str(&repo_root().join("examples/policy.yaml")),
+    ]);
+    assert_success("operator-host render", &rendered);
+    let yaml = stdout(&rendered);
+    for expected in [
+        "kind: Deployment",
+        "kind: Service",
+        "name: web-app-sample",
+        "reason: DeploymentNotFound",
+    ] {
+        assert!(yaml.contains(expected), "expected {expected:?} in:\n{yaml}");
+    }
+    let conformance = operator_host(&["conformance", path_str(wasm), path_str(example)]);
+    assert_success("operator-host conformance", &conformance);
+}
+
 #[test]
 fn a_scaffolded_python_plugin_installs_tests_builds_and_renders() {
     // As its README says: a virtual environment of its own, the SDK (from this checkout) with
     // componentize-py and pytest installed from PyPI, then test, build, render, conformance.
     let dir = tempfile::tempdir().unwrap();
-    let plugin_dir = dir.path().join("web-app");
-    let output = operator_host(&[
-        "new",
-        "web-app",
-        "--lang",
-        "python",
-        "--dir",
-        path_str(&plugin_dir),
-        "--sdk-path",
-        path_str(&repo_root().join("plugins/sdk-python")),
-    ]);
-    assert_success("operator-host new --lang python", &output);
+    let plugin_dir = scaffold(dir.path(), "python", "plugins/sdk-python");
     let venv = plugin_dir.join(".venv");
     assert_success(
         "python3 -m venv",
@@ -243,25 +257,7 @@ fn a_scaffolded_python_plugin_installs_tests_builds_and_renders() {
             ],
         ),
     );
-    let example = plugin_dir.join("examples/web-app.yaml");
-    let rendered = operator_host(&[
-        "render",
-        path_str(&wasm),
-        path_str(&example),
-        "--policy",
-        path_str(&repo_root().join("examples/policy.yaml")),
-    ]);
-    assert_success("operator-host render", &rendered);
-    let yaml = stdout(&rendered);
-    for expected in [
-        "kind: Deployment",
-        "kind: Service",
-        "reason: DeploymentNotFound",
-    ] {
-        assert!(yaml.contains(expected), "expected {expected:?} in:\n{yaml}");
-    }
-    let conformance = operator_host(&["conformance", path_str(&wasm), path_str(&example)]);
-    assert_success("operator-host conformance", &conformance);
+    renders_and_conforms(&wasm, &plugin_dir.join("examples/web-app.yaml"));
 }
 
 #[test]
@@ -269,18 +265,7 @@ fn a_scaffolded_javascript_plugin_installs_tests_builds_and_renders() {
     // As its README says, with the SDK packed and installed as the registry would serve it
     // (`--install-links`: a copy with its own dependencies, not a link into this checkout).
     let dir = tempfile::tempdir().unwrap();
-    let plugin_dir = dir.path().join("web-app");
-    let output = operator_host(&[
-        "new",
-        "web-app",
-        "--lang",
-        "js",
-        "--dir",
-        path_str(&plugin_dir),
-        "--sdk-path",
-        path_str(&repo_root().join("plugins/sdk-js")),
-    ]);
-    assert_success("operator-host new --lang js", &output);
+    let plugin_dir = scaffold(dir.path(), "js", "plugins/sdk-js");
     let npm = Path::new("npm");
     assert_success(
         "npm install",
@@ -298,25 +283,7 @@ fn a_scaffolded_javascript_plugin_installs_tests_builds_and_renders() {
         &run_in(&plugin_dir, npm, &["run", "build"]),
     );
     let wasm = plugin_dir.join("web-app.wasm");
-    let example = plugin_dir.join("examples/web-app.yaml");
-    let rendered = operator_host(&[
-        "render",
-        path_str(&wasm),
-        path_str(&example),
-        "--policy",
-        path_str(&repo_root().join("examples/policy.yaml")),
-    ]);
-    assert_success("operator-host render", &rendered);
-    let yaml = stdout(&rendered);
-    for expected in [
-        "kind: Deployment",
-        "kind: Service",
-        "reason: DeploymentNotFound",
-    ] {
-        assert!(yaml.contains(expected), "expected {expected:?} in:\n{yaml}");
-    }
-    let conformance = operator_host(&["conformance", path_str(&wasm), path_str(&example)]);
-    assert_success("operator-host conformance", &conformance);
+    renders_and_conforms(&wasm, &plugin_dir.join("examples/web-app.yaml"));
 }
 
 #[test]

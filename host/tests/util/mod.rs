@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use operator_host::runtime::{Limits, Runtime, RuntimeConfig};
+use operator_host::runtime::{Limits, ReconcileRequest, Runtime, RuntimeConfig};
 
 /// The workspace root.
 pub fn repo_root() -> PathBuf {
@@ -105,4 +105,19 @@ pub fn mask_plugin_hash(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// A `reconcile` request for an `Attack` of the hostile plugins (any language): `attack` with
+/// its `count`.
+pub fn attack(attack: &str, count: u64) -> ReconcileRequest {
+    ReconcileRequest {
+        parent: serde_json::json!({
+            "apiVersion": "hostile.operator-host.dev/v1alpha1",
+            "kind": "Attack",
+            "metadata": {"name": "a", "namespace": "ns"},
+            "spec": {"attack": attack, "count": count},
+        })
+        .to_string(),
+        observed: vec![],
+    }
 }
