@@ -166,8 +166,13 @@ manifests: host rust-plugins
 	mv $(MANIFESTS_BASE)/operatorplugin-crd.generated.yaml.tmp $(MANIFESTS_BASE)/operatorplugin-crd.generated.yaml
 
 # The README's test command: every test, including those against the local control plane.
-test: test-plugins python-test js-test
-	cargo test --workspace --no-fail-fast
+# Each suite runs even when one before it failed; the target fails if any did.
+test: test-plugins
+	status=0; \
+	$(MAKE) python-test || status=1; \
+	$(MAKE) js-test || status=1; \
+	cargo test --workspace --no-fail-fast || status=1; \
+	exit $$status
 
 lint:
 	cargo fmt --all --check

@@ -37,6 +37,7 @@ echo "Try editing the CR and watch the host follow:"
 echo "  KUBECONFIG=$KUBECONFIG $kubectl patch memcached memcached-sample --type merge -p '{\"spec\":{\"size\":5}}'"
 echo "  KUBECONFIG=$KUBECONFIG $kubectl patch ic mycluster --type merge -p '{\"spec\":{\"router\":{\"instances\":0}}}'"
 echo "  make test-plugins && cp target/test-plugins/memcached-v2.wasm target/plugins/memcached.wasm   # hot swap: children get the v2 annotation"
+echo "  cp target/plugins-python/memcached.wasm target/plugins/memcached.wasm   # the same operator in Python takes over; its children are not written again"
 echo "  curl -s http://$metrics_addr/metrics | grep operator_host_"
 echo "The host keeps running; Ctrl-C stops it (the control plane stays up: make cluster-down)."
 wait $host

@@ -10,7 +10,10 @@
 //! - `cache load`: `Runtime::load` from a populated compile cache (what a restart pays);
 //! - `fresh call`: `CompiledPlugin::reconcile`, a new instance per call, median of interleaved
 //!   rounds, and its ratio to `native`: the Rust logic compiled natively through the same JSON
-//!   glue.
+//!   glue;
+//! - `fresh info`: `CompiledPlugin::info` in a new instance, whose answer every plugin computes
+//!   at build time (in its snapshot), so this is about what a fresh instance costs before the
+//!   plugin's own work.
 //!
 //! Run with `make bench-languages` (after `make plugins`); a language whose plugin is missing is
 //! an error, not a skip.
@@ -88,6 +91,7 @@ struct Language {
     cache_load: Duration,
     plugin: CompiledPlugin,
     fresh_calls: Vec<Duration>,
+    fresh_infos: Vec<Duration>,
 }
 
 fn main() {
@@ -145,13 +149,18 @@ fn main() {
             .reconcile(&request, "bench")
             .expect("the call")
             .expect("reconcile succeeds");
+        // Equal as JSON values: each language writes its own key order and spacing.
+        let json = |text: &String| serde_json::from_str::<Value>(text).expect("JSON");
         assert_eq!(
-            answer.children, expected.children,
+            answer.children.iter().map(json).collect::<Vec<_>>(),
+            expected.children.iter().map(json).collect::<Vec<_>>(),
             "{name}: children differ from native"
         );
-        let status: Value = serde_json::from_str(&answer.status).unwrap();
-        let native_status: Value = serde_json::from_str(&expected.status).unwrap();
-        assert_eq!(status, native_status, "{name}: status differs from native");
+        assert_eq!(
+            json(&answer.status),
+            json(&expected.status),
+            "{name}: status differs from native"
+        );
         languages.push(Language {
             name,
             size: bytes.len(),
@@ -160,6 +169,7 @@ fn main() {
             cache_load,
             plugin,
             fresh_calls: Vec::new(),
+            fresh_infos: Vec::new(),
         });
     }
 
@@ -177,6 +187,12 @@ fn main() {
                 }
             });
             language.fresh_calls.push(took / calls);
+            let (took, _) = time(|| {
+                for _ in 0..calls {
+                    black_box(language.plugin.info().expect("info"));
+                }
+            });
+            language.fresh_infos.push(took / calls);
         }
     }
     let native_call = median(native_calls);
@@ -190,18 +206,20 @@ fn main() {
         native_call.as_secs_f64() * 1e6
     );
     println!(
-        "| language | component | cold compile (Cranelift) | Winch compile | cache load | fresh-instance call | ratio to native Rust |"
+        "| language | component | cold compile (Cranelift) | Winch compile | cache load | fresh-instance info | fresh-instance reconcile | ratio to native Rust |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for language in languages {
         let call = median(language.fresh_calls);
+        let info = median(language.fresh_infos);
         println!(
-            "| {} | {:.2} MB | {:.0} ms | {:.0} ms | {:.1} ms | {:.0} us | {:.1}x |",
+            "| {} | {:.2} MB | {:.0} ms | {:.0} ms | {:.1} ms | {:.0} us | {:.0} us | {:.1}x |",
             language.name,
             language.size as f64 / 1e6,
             ms(language.cold_compile),
             ms(language.winch_compile),
             ms(language.cache_load),
+            info.as_secs_f64() * 1e6,
             call.as_secs_f64() * 1e6,
             call.as_secs_f64() / native_call.as_secs_f64(),
         );

@@ -1,16 +1,18 @@
 //! Hot reload against the real API server: swap v1 -> v2 under 100 parents, a corrupt file,
-//! and removing a plugin.
+//! removing a plugin, and swapping the plugin's language.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
 use kube::api::{DynamicObject, ListParams};
 use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::memcached::{
-    VARIANT_ANNOTATION, create, managed_children, memcached_resource, reconciled_condition,
+    VARIANT_ANNOTATION, create, managed_children, memcached_resource, patch_spec,
+    reconciled_condition,
 };
 use serde_json::json;
 
@@ -182,6 +184,89 @@ async fn removing_the_plugin_file_stops_its_controller_and_keeps_the_workloads()
         Duration::from_secs(30),
         || async { Ok(deployments.get_opt("unserved").await?) },
     )
+    .await
+    .unwrap();
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+/// The first 12 hex digits of the SHA-256 of `path`: how the `Reconciled` condition names the
+/// plugin content that wrote it.
+fn short_digest(path: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(std::fs::read(path).unwrap());
+    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The Memcached operator swapped from Rust to Python to JavaScript under a running parent: each
+/// language takes over (the parent's status names its content), writes no child (they desire
+/// the same children, so every apply is skipped), and then serves a change of the spec.
+#[tokio::test]
+async fn swapping_the_plugins_language_under_a_parent_writes_no_child_and_keeps_serving() {
+    let ns = TestNamespace::new("swap-language").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("memcached.wasm");
+    copy_over(&plugin_path("plugins", "memcached"), &live);
+    let host = Host::start_dir(dir.path().to_path_buf(), &[ns.name()]).await;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    let deployments: Api<Deployment> = ns.api();
+    let services: Api<Service> = ns.api();
+    create(&api, &memcached_resource(), "cache", json!({"size": 1})).await;
+    let mut size = 1;
+    for (language, next) in [
+        ("Python", plugin_path("plugins-python", "memcached")),
+        ("JavaScript", plugin_path("plugins-js", "memcached")),
+    ] {
+        let children_before = wait_for(
+            "the children of the current size",
+            Duration::from_secs(60),
+            || async {
+                let deployment = deployments.get_opt("cache").await?;
+                let service = services.get_opt("cache").await?;
+                Ok(deployment
+                    .zip(service)
+                    .filter(|(d, _)| d.spec.as_ref().and_then(|s| s.replicas) == Some(size)))
+            },
+        )
+        .await
+        .unwrap();
+        let versions =
+            |(d, s): &(Deployment, Service)| (d.resource_version(), s.resource_version());
+        let before = versions(&children_before);
+
+        copy_over(&next, &live);
+        let digest = short_digest(&next);
+        wait_for(
+            &format!("the {language} plugin to reconcile the parent"),
+            Duration::from_secs(90),
+            || async {
+                let message = reconciled_condition(&api.get("cache").await?)["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                Ok(message.contains(&digest).then_some(()))
+            },
+        )
+        .await
+        .unwrap();
+        let after = (
+            deployments.get("cache").await.unwrap(),
+            services.get("cache").await.unwrap(),
+        );
+        assert_eq!(
+            versions(&after),
+            before,
+            "{language}: the swap wrote a child that was already as desired"
+        );
+
+        size += 1;
+        patch_spec(&api, "cache", json!({"size": size})).await;
+    }
+    wait_for("the last size", Duration::from_secs(60), || async {
+        let deployment = deployments.get_opt("cache").await?;
+        Ok(deployment.filter(|d| d.spec.as_ref().and_then(|s| s.replicas) == Some(size)))
+    })
     .await
     .unwrap();
     host.stop().await;

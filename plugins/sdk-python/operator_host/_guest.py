@@ -26,16 +26,21 @@ def _error(error: Exception) -> Err:
 def plugin_class(operator: Operator) -> type:
     """A class implementing the contract's `plugin` interface with `operator`."""
 
+    # Made once, when the module is imported: inside the component that is at build time (the
+    # snapshot componentize-py takes holds it), so `info`, which the host calls with a short
+    # deadline, only returns it.
+    info = types.PluginInfo(
+        name=operator.name,
+        version=operator.version,
+        parent=_gvk(operator.parent.as_kind),
+        children=[_gvk(k) for k in operator.children],
+        needs_finalize=operator.finalize_handler is not None,
+        crd=json.dumps(operator.parent.crd(), ensure_ascii=False),
+    )
+
     class Plugin(exports.Plugin):
         def info(self) -> types.PluginInfo:
-            return types.PluginInfo(
-                name=operator.name,
-                version=operator.version,
-                parent=_gvk(operator.parent.as_kind),
-                children=[_gvk(k) for k in operator.children],
-                needs_finalize=operator.finalize_handler is not None,
-                crd=json.dumps(operator.parent.crd(), ensure_ascii=False),
-            )
+            return info
 
         def reconcile(self, request: types.ReconcileRequest) -> types.ReconcileResponse:
             try:
@@ -43,7 +48,10 @@ def plugin_class(operator: Operator) -> type:
             except (InvalidSpec, Retry) as e:
                 raise _error(e) from None
             return types.ReconcileResponse(
-                children=[json.dumps(c, ensure_ascii=False) for c in desired.children],
+                children=[
+                    json.dumps(c, ensure_ascii=False, separators=(",", ":"))
+                    for c in desired.children
+                ],
                 status=status_json(desired.status),
                 requeue_after_ms=desired.requeue_after_ms,
             )
