@@ -10,6 +10,10 @@ PLUGINS := memcached mysql
 # Test-only plugins: hostile guests, another contract version, a parent kind of its own for
 # the CRD-ownership tests (squatter), the v2 Memcached.
 TEST_PLUGINS := hostile wrong-contract squatter
+# Example plugins `make demo` does not serve: plugins/redis, written as a third-party author
+# would with the SDK (checked by the conformance tests).
+EXAMPLE_PLUGINS := redis
+EXAMPLE_PLUGINS_DIR := target/example-plugins
 # The scale benchmark's plugins: fleet built once per FLEET_INDEX (one directory, served by one
 # host's --plugins), and config-bundle (a directory of its own).
 SCALE_PLUGINS_DIR := target/scale-plugins
@@ -97,9 +101,10 @@ image: rust-plugins
 	deploy/image/build.sh $(PLUGINS)
 
 test-plugins: plugins python-test-plugins js-test-plugins
-	cargo build --target wasm32-wasip2 --profile plugin $(addprefix -p ,$(TEST_PLUGINS))
-	mkdir -p $(TEST_PLUGINS_DIR)
+	cargo build --target wasm32-wasip2 --profile plugin $(addprefix -p ,$(TEST_PLUGINS) $(EXAMPLE_PLUGINS))
+	mkdir -p $(TEST_PLUGINS_DIR) $(EXAMPLE_PLUGINS_DIR)
 	for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(TEST_PLUGINS_DIR)/$$p.wasm; done
+	for p in $(EXAMPLE_PLUGINS); do cp $(WASM_OUT)/$$p.wasm $(EXAMPLE_PLUGINS_DIR)/$$p.wasm; done
 	cp $(PLUGINS_DIR)/memcached.wasm $(TEST_PLUGINS_DIR)/memcached-v1.wasm
 	# The v2 variant has a target dir of its own, so neither build invalidates the other.
 	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variant-v2 cargo build --target wasm32-wasip2 --profile plugin -p memcached --features v2
@@ -199,7 +204,7 @@ cluster-down:
 
 clean:
 	cargo clean
-	rm -rf $(PLUGINS_DIR) $(TEST_PLUGINS_DIR) $(SCALE_PLUGINS_DIR) $(PYTHON_PLUGINS_DIR) $(PYTHON_TEST_PLUGINS_DIR) $(JS_PLUGINS_DIR) $(JS_TEST_PLUGINS_DIR)
+	rm -rf $(PLUGINS_DIR) $(TEST_PLUGINS_DIR) $(EXAMPLE_PLUGINS_DIR) $(SCALE_PLUGINS_DIR) $(PYTHON_PLUGINS_DIR) $(PYTHON_TEST_PLUGINS_DIR) $(JS_PLUGINS_DIR) $(JS_TEST_PLUGINS_DIR)
 
 # The README's main command: the host with the example plugins against the local control plane.
 demo:

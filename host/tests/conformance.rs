@@ -5,7 +5,9 @@ mod util;
 use std::path::PathBuf;
 use std::process::Output;
 
-use util::{example, example_plugin, operator_host, path_str, stderr, stdout, test_plugin};
+use util::{
+    example, example_plugin, operator_host, path_str, plugin_path, stderr, stdout, test_plugin,
+};
 
 fn conformance(args: &[&str]) -> Output {
     let mut all = vec!["conformance"];
@@ -76,6 +78,23 @@ fn the_mysql_plugin_conforms_on_both_examples() {
         &[
             "answer accepted default/mycluster",
             "answer accepted default/mycluster-3",
+        ],
+    );
+}
+
+#[test]
+fn the_redis_example_conforms() {
+    let output = conformance(&[
+        path_str(&plugin_path("example-plugins", "redis")),
+        path_str(&example("redis.yaml")),
+        "--policy",
+        path_str(&example("policy.yaml")),
+    ]);
+    assert_passes(
+        &output,
+        &[
+            "answer accepted default/cache",
+            "no state between calls default/cache",
         ],
     );
 }

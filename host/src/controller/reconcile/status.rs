@@ -46,6 +46,20 @@ pub(super) fn value_hash(value: &Value) -> u64 {
     hasher.finish()
 }
 
+/// A hash of `status` without its conditions' `lastTransitionTime`s. The host stamps those
+/// with the time of the reconcile when the cached parent does not hold the condition yet, so
+/// while a status write keeps failing (an API server restarting) every retry computes the same
+/// status at another time: that is not a status that changes.
+fn status_fingerprint(status: &Value) -> u64 {
+    let mut status = status.clone();
+    if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+        for condition in conditions.iter_mut().filter_map(Value::as_object_mut) {
+            condition.remove("lastTransitionTime");
+        }
+    }
+    value_hash(&status)
+}
+
 /// Refuses a status that keeps changing while nothing it could follow from changed: a
 /// counter, or anything else derived from the previous status, would otherwise be written
 /// (and re-trigger the parent) on every reconcile.
@@ -58,7 +72,7 @@ pub(super) fn check_status_churn(
     status: &Value,
 ) -> Result<(), Error> {
     let inputs = inputs_hash(parent, observed);
-    let status_hash = value_hash(status);
+    let status_hash = status_fingerprint(status);
     let mut states = lock(&ctx.parents);
     let state = states.entry(state_key(parent)).or_default();
     if parent_json.get("status") == Some(status) || state.last_status == Some(status_hash) {
@@ -199,6 +213,27 @@ pub(super) async fn report_failure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_recomputed_at_another_time_has_the_same_fingerprint() {
+        let at = |time: &str, message: &str| {
+            json!({"readyReplicas": 1, "conditions": [
+                {"type": "Reconciled", "status": "True", "message": message,
+                 "lastTransitionTime": time}]})
+        };
+        assert_eq!(
+            status_fingerprint(&at("2026-12-05T22:44:06Z", "m")),
+            status_fingerprint(&at("2026-12-05T22:44:09Z", "m"))
+        );
+        assert_ne!(
+            status_fingerprint(&at("2026-12-05T22:44:06Z", "m")),
+            status_fingerprint(&at("2026-12-05T22:44:06Z", "another"))
+        );
+        assert_ne!(
+            status_fingerprint(&json!({"calls": 1})),
+            status_fingerprint(&json!({"calls": 2}))
+        );
+    }
 
     #[test]
     fn the_status_write_carries_the_uid_of_the_parent_it_was_computed_for() {
