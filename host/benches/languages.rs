@@ -18,6 +18,8 @@
 //! Run with `make bench-languages` (after `make plugins`); a language whose plugin is missing is
 //! an error, not a skip.
 
+mod common;
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,28 +36,18 @@ const LANGUAGES: [(&str, &str); 3] = [
     ("JavaScript", "plugins-js"),
 ];
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
-        .to_path_buf()
-}
-
 fn plugin_path(dir: &str) -> PathBuf {
-    let path = repo_root().join("target").join(dir).join("memcached.wasm");
-    assert!(
-        path.exists(),
-        "{} does not exist: run `make plugins` first",
-        path.display()
-    );
-    path
+    common::built(
+        common::repo_root()
+            .join("target")
+            .join(dir)
+            .join("memcached.wasm"),
+    )
 }
 
 /// The parent `render` reconciles for `examples/memcached.yaml`.
 fn parent() -> Value {
-    let text = std::fs::read_to_string(repo_root().join("examples/memcached.yaml"))
-        .expect("reading examples/memcached.yaml");
-    let mut parent: Value = serde_yaml::from_str(&text).expect("examples/memcached.yaml is YAML");
+    let mut parent = common::memcached_example();
     parent["metadata"]["generation"] = 1.into();
     parent
 }

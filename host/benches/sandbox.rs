@@ -18,8 +18,10 @@
 //! hits both sides alike) and prints the ratios. Run with `make bench`; the plugin is taken
 //! from `target/plugins/memcached.wasm` or `$OPERATOR_HOST_BENCH_PLUGIN`.
 
+mod common;
+
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, SamplingMode};
@@ -33,30 +35,17 @@ const NOW: &str = "2026-12-01T10:00:00Z";
 /// The brief's target: a sandboxed call costs at most this many native calls.
 const TARGET_RATIO: f64 = 2.0;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
-        .to_path_buf()
-}
-
 fn plugin_path() -> PathBuf {
-    let path = std::env::var_os("OPERATOR_HOST_BENCH_PLUGIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/plugins/memcached.wasm"));
-    assert!(
-        path.exists(),
-        "{} does not exist: run `make plugins` first",
-        path.display()
-    );
-    path
+    common::built(
+        std::env::var_os("OPERATOR_HOST_BENCH_PLUGIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| common::repo_root().join("target/plugins/memcached.wasm")),
+    )
 }
 
 /// The parent: `examples/memcached.yaml` as the API server returns it.
 fn parent() -> Value {
-    let text = std::fs::read_to_string(repo_root().join("examples/memcached.yaml"))
-        .expect("reading examples/memcached.yaml");
-    let mut parent: Value = serde_yaml::from_str(&text).expect("examples/memcached.yaml is YAML");
+    let mut parent = common::memcached_example();
     let metadata = parent["metadata"].as_object_mut().expect("metadata");
     metadata.insert("namespace".into(), "default".into());
     metadata.insert("uid".into(), PARENT_UID.into());

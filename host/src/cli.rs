@@ -516,7 +516,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         _ => None,
     };
     let policy = match &cli.command {
-        Command::Run { policy, .. } | Command::Rbac { policy, .. } => {
+        Command::Run { policy, .. }
+        | Command::Rbac { policy, .. }
+        | Command::Conformance { policy, .. } => {
             let policy = match policy {
                 Some(path) => Policy::load(path)?,
                 None => Policy::default(),
@@ -798,13 +800,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Conformance {
             plugin: path,
             crs,
-            policy,
+            policy: _,
         } => {
-            let plugin = load(&runtime, &path)?;
-            let policy = match policy {
-                Some(file) => Policy::load(&file)?,
-                None => Policy::default(),
-            };
+            // Checked within the limits the policy gives the plugin, as `run` serves it.
+            let mut plugin = load(&runtime, &path)?;
+            plugin.limit_by(&policy, runtime.limits());
             let mut parents = Vec::new();
             for file in &crs {
                 parents.extend(
@@ -825,7 +825,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let report = crate::conformance::check(&plugin, &parents, &policy);
             print!("{}", report.to_text());
-            let failed = report.checks.iter().filter(|c| c.outcome.is_err()).count();
+            let failed = report.failed();
             if failed > 0 {
                 anyhow::bail!(
                     "{failed} of {} checks of {} failed",

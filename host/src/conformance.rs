@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use crate::plan::{self, PlanError};
 use crate::plugin::Plugin;
 use crate::policy::Policy;
+use crate::render;
 use crate::runtime::{ReconcileError, ReconcileResponse};
 
 /// A call that takes more than this share of the call timeout fails the limits check: it
@@ -39,9 +40,12 @@ pub struct Report {
 }
 
 impl Report {
-    /// Whether every check passed.
-    pub fn passed(&self) -> bool {
-        self.checks.iter().all(|check| check.outcome.is_ok())
+    /// How many checks failed.
+    pub fn failed(&self) -> usize {
+        self.checks
+            .iter()
+            .filter(|check| check.outcome.is_err())
+            .count()
     }
 
     fn record(&mut self, name: String, outcome: Result<String, String>) {
@@ -123,8 +127,9 @@ pub fn check(plugin: &Plugin, parents: &[Value], policy: &Policy) -> Report {
     };
 
     for parent in parents {
-        let parent = with_namespace(parent);
-        let id = identity(&parent);
+        let mut parent = parent.clone();
+        render::default_namespace(&mut parent);
+        let id = render::identity(&parent);
         let first = timed_call(&parent);
         let second = timed_call(&parent);
         report.record(
@@ -215,25 +220,8 @@ fn refused(answer: Answer) -> Result<String, String> {
     }
 }
 
-/// The parent with the namespace `render` and `run` give one that has none.
-fn with_namespace(parent: &Value) -> Value {
-    let mut parent = parent.clone();
-    if parent["metadata"]["namespace"].as_str().is_none() && parent["metadata"].is_object() {
-        parent["metadata"]["namespace"] = "default".into();
-    }
-    parent
-}
-
 fn name(parent: &Value) -> &str {
     parent["metadata"]["name"].as_str().unwrap_or("")
-}
-
-fn identity(parent: &Value) -> String {
-    format!(
-        "{}/{}",
-        parent["metadata"]["namespace"].as_str().unwrap_or(""),
-        name(parent)
-    )
 }
 
 /// One `reconcile` of `parent`, as the host calls it.

@@ -117,6 +117,12 @@ pub struct Plugin {
 }
 
 impl Plugin {
+    /// Gives the plugin the limits `policy` sets for it, over `base` (the runtime's).
+    pub fn limit_by(&mut self, policy: &Policy, base: &runtime::Limits) {
+        let limits = policy.limits(&self.decl.name, base);
+        self.compiled = self.compiled.clone().with_limits(limits);
+    }
+
     /// Loads the plugin at `path`: compile (or cache hit), type-check, call `info`, validate.
     pub fn load(runtime: &Arc<Runtime>, path: &Path) -> Result<Self, Error> {
         Self::from_compiled(path, runtime.load(path)?)

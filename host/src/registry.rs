@@ -506,8 +506,7 @@ impl Registry {
         for warning in policy.admit(&plugin.decl).map_err(|e| e.to_string())? {
             tracing::warn!(plugin = %plugin.decl.name, path = %path.display(), "{warning}");
         }
-        let limits = policy.limits(&plugin.decl.name, self.runtime.limits());
-        plugin.compiled = plugin.compiled.clone().with_limits(limits);
+        plugin.limit_by(&policy, self.runtime.limits());
         // Its share of the instance pool: calls beyond it wait rather than take
         // another plugin's slots.
         if let Some(calls) = policy.max_concurrent_calls(&plugin.decl.name) {

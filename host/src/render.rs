@@ -119,14 +119,8 @@ pub fn render_with_policy(
     };
     let mut plans = Vec::with_capacity(parents.len());
     for mut parent in parents {
-        if parent["metadata"]["namespace"].as_str().is_none() && parent["metadata"].is_object() {
-            parent["metadata"]["namespace"] = "default".into();
-        }
-        let identity = format!(
-            "{}/{}",
-            parent["metadata"]["namespace"].as_str().unwrap_or(""),
-            parent["metadata"]["name"].as_str().unwrap_or("")
-        );
+        default_namespace(&mut parent);
+        let identity = identity(&parent);
         let plan_error = |source| Error::Plan {
             path: cr_path.to_path_buf(),
             parent: identity.clone(),
@@ -141,6 +135,22 @@ pub fn render_with_policy(
         plans.push((identity, plan));
     }
     Ok(Rendered { plans, skipped })
+}
+
+/// Puts a parent without a namespace in `default`, as `kubectl apply` would.
+pub fn default_namespace(parent: &mut Value) {
+    if parent["metadata"]["namespace"].as_str().is_none() && parent["metadata"].is_object() {
+        parent["metadata"]["namespace"] = "default".into();
+    }
+}
+
+/// A parent's `namespace/name`, as rendering and `conformance` name it.
+pub fn identity(parent: &Value) -> String {
+    format!(
+        "{}/{}",
+        parent["metadata"]["namespace"].as_str().unwrap_or(""),
+        parent["metadata"]["name"].as_str().unwrap_or("")
+    )
 }
 
 /// The non-empty YAML documents of a file, as JSON values.

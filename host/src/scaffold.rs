@@ -237,10 +237,12 @@ fn values(plugin: &Plugin) -> Result<Vec<(&'static str, String)>, Error> {
             group: group.clone(),
         });
     }
+    let module = name.replace('-', "_");
     Ok(vec![
         ("name", name.clone()),
-        ("crate", name.replace('-', "_")),
-        ("module", name.replace('-', "_")),
+        // The Rust crate's and the Python or JavaScript module's name.
+        ("crate", module.clone()),
+        ("module", module),
         ("plural", format!("{}s", kind.to_ascii_lowercase())),
         ("kind", kind),
         ("group", group.clone()),

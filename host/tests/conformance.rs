@@ -142,6 +142,31 @@ fn a_plugin_that_loops_fails_the_limits_and_is_not_accepted() {
 }
 
 #[test]
+fn the_policys_limits_for_the_plugin_are_the_ones_checked() {
+    // The plugin's policy entry, not the command line, sets its call timeout, as under `run`.
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\nplugins:\n  hostile:\n    limits: {callTimeoutMs: 200}\n",
+    )
+    .unwrap();
+    let output = conformance(&[
+        path_str(&test_plugin("hostile")),
+        path_str(&attack(&dir, "loop", "")),
+        "--policy",
+        path_str(&policy),
+    ]);
+    let out = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}\n{}", stderr(&output));
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("FAIL within limits") && l.ends_with("call timeout of 200 ms")),
+        "{out}"
+    );
+}
+
+#[test]
 fn children_the_host_refuses_fail_the_answer_check() {
     let dir = tempfile::tempdir().unwrap();
     for (name, extra, expected) in [

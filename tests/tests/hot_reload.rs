@@ -1,7 +1,7 @@
 //! Hot reload against the real API server: swap v1 -> v2 under 100 parents, a corrupt file,
 //! removing a plugin, and swapping the plugin's language.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -20,17 +20,40 @@ fn copy_over(from: &Path, to: &Path) {
     std::fs::copy(from, to).unwrap();
 }
 
+/// A namespace of its own and a host serving it from a plugin directory whose `memcached.wasm`
+/// (the returned path) starts as a copy of `plugin`; the directory lives as long as its guard.
+async fn serving_from_a_directory(
+    test: &str,
+    plugin: &Path,
+) -> (
+    TestNamespace,
+    tempfile::TempDir,
+    PathBuf,
+    Host,
+    Api<DynamicObject>,
+) {
+    let ns = TestNamespace::new(test).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("memcached.wasm");
+    copy_over(plugin, &live);
+    let host = Host::start_dir(dir.path().to_path_buf(), &[ns.name()]).await;
+    let api = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    (ns, dir, live, host, api)
+}
+
+/// The first 12 hex digits of the SHA-256 of `path`: how the `Reconciled` condition names the
+/// plugin content that wrote it.
+fn short_digest(path: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(&Sha256::digest(std::fs::read(path).unwrap())[..6])
+}
+
 #[tokio::test]
 async fn replacing_the_plugin_file_converges_every_parent_to_the_new_version_and_a_corrupt_file_changes_nothing()
  {
     const N: usize = 100;
-    let ns = TestNamespace::new("hot-swap").await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let live = dir.path().join("memcached.wasm");
-    copy_over(&plugin_path("test-plugins", "memcached-v1"), &live);
-    let host = Host::start_dir(dir.path().to_path_buf(), &[ns.name()]).await;
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    let (ns, _dir, live, host, api) =
+        serving_from_a_directory("hot-swap", &plugin_path("test-plugins", "memcached-v1")).await;
 
     let started = Instant::now();
     for i in 0..N {
@@ -76,10 +99,7 @@ async fn replacing_the_plugin_file_converges_every_parent_to_the_new_version_and
         v1_children, v2_children,
         "the swap updated children in place: none was deleted and recreated"
     );
-    let v2_hash = {
-        use sha2::Digest;
-        hex::encode(sha2::Sha256::digest(std::fs::read(&live).unwrap()))
-    };
+    let v2_digest = short_digest(&live);
     wait_for(
         "every parent to say v2 produced its state",
         Duration::from_secs(60),
@@ -90,7 +110,7 @@ async fn replacing_the_plugin_file_converges_every_parent_to_the_new_version_and
                 .all(|cr| {
                     reconciled_condition(cr)["message"]
                         .as_str()
-                        .is_some_and(|m| m.contains(&v2_hash[..12]))
+                        .is_some_and(|m| m.contains(&v2_digest))
                 })
                 .then_some(()))
         },
@@ -142,13 +162,8 @@ async fn replacing_the_plugin_file_converges_every_parent_to_the_new_version_and
 
 #[tokio::test]
 async fn removing_the_plugin_file_stops_its_controller_and_keeps_the_workloads() {
-    let ns = TestNamespace::new("remove-plugin").await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let live = dir.path().join("memcached.wasm");
-    copy_over(&plugin_path("plugins", "memcached"), &live);
-    let host = Host::start_dir(dir.path().to_path_buf(), &[ns.name()]).await;
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    let (ns, _dir, live, host, api) =
+        serving_from_a_directory("remove-plugin", &plugin_path("plugins", "memcached")).await;
     let deployments: Api<Deployment> = ns.api();
     create(&api, &memcached_resource(), "kept", json!({"size": 1})).await;
     wait_for("the Deployment", Duration::from_secs(30), || async {
@@ -189,26 +204,13 @@ async fn removing_the_plugin_file_stops_its_controller_and_keeps_the_workloads()
     ns.cleanup().await.unwrap();
 }
 
-/// The first 12 hex digits of the SHA-256 of `path`: how the `Reconciled` condition names the
-/// plugin content that wrote it.
-fn short_digest(path: &Path) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(std::fs::read(path).unwrap());
-    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
-}
-
 /// The Memcached operator swapped from Rust to Python to JavaScript under a running parent: each
 /// language takes over (the parent's status names its content), applies no child (they desire
 /// the same children, so both applies are skipped), and then serves a change of the spec.
 #[tokio::test]
 async fn swapping_the_plugins_language_under_a_parent_writes_no_child_and_keeps_serving() {
-    let ns = TestNamespace::new("swap-language").await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let live = dir.path().join("memcached.wasm");
-    copy_over(&plugin_path("plugins", "memcached"), &live);
-    let host = Host::start_dir(dir.path().to_path_buf(), &[ns.name()]).await;
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    let (ns, _dir, live, host, api) =
+        serving_from_a_directory("swap-language", &plugin_path("plugins", "memcached")).await;
     let deployments: Api<Deployment> = ns.api();
     create(&api, &memcached_resource(), "cache", json!({"size": 1})).await;
     let mut size: i32 = 1;

@@ -73,50 +73,48 @@ def _shortest_digits(value: float) -> tuple[str, int]:
     return digits, power + len(digits) - 1
 
 
-def _json_float(value: float) -> str:
-    """The text serde_json writes for an `f64` (zmij's layout: `1.0`, `0.00001`, `1e+16`,
-    `1.5e-7`), or `NaN`, `inf`, `-inf` as serde's error messages write those."""
+def _special(value: float, zero: str) -> str | None:
+    """How Rust writes NaN, the infinities and zero (`zero`, signed), or None for the rest."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    sign = "-" if math.copysign(1.0, value) < 0 else ""
     if value == 0:
-        return sign + "0.0"
+        return ("-" if math.copysign(1.0, value) < 0 else "") + zero
+    return None
+
+
+def _plain(digits: str, exponent: int) -> str:
+    """`digits` (d1 d2 ... for d1.d2... x 10^exponent) written without an exponent."""
+    if len(digits) - 1 <= exponent:
+        return digits + "0" * (exponent - len(digits) + 1)
+    if exponent >= 0:
+        return digits[: exponent + 1] + "." + digits[exponent + 1 :]
+    return "0." + "0" * (-exponent - 1) + digits
+
+
+def _json_float(value: float) -> str:
+    """The text serde_json writes for an `f64` (zmij's layout: `1.0`, `0.00001`, `1e+16`,
+    `1.5e-7`), or `NaN`, `inf`, `-inf` as serde's error messages write those."""
+    special = _special(value, "0.0")
+    if special is not None:
+        return special
+    sign = "-" if value < 0 else ""
     digits, exponent = _shortest_digits(value)
-    length = len(digits)
     if -5 <= exponent <= 15:
-        if length - 1 <= exponent:
-            body = digits + "0" * (exponent - length + 1) + ".0"
-        elif exponent >= 0:
-            body = digits[: exponent + 1] + "." + digits[exponent + 1 :]
-        else:
-            body = "0." + "0" * (-exponent - 1) + digits
-    else:
-        body = digits[0] + ("." + digits[1:] if length > 1 else "")
-        body += "e" + ("+" if exponent >= 0 else "-") + str(abs(exponent))
-    return sign + body
+        whole = len(digits) - 1 <= exponent
+        return sign + _plain(digits, exponent) + (".0" if whole else "")
+    body = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    return sign + body + "e" + ("+" if exponent >= 0 else "-") + str(abs(exponent))
 
 
 def _display_f64(value: float) -> str:
     """Rust's `{}` of an `f64`: the shortest digits, never an exponent (`1`, `0.5`, `1e20`
     as `100000000000000000000`)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    sign = "-" if math.copysign(1.0, value) < 0 else ""
-    if value == 0:
-        return sign + "0"
-    digits, exponent = _shortest_digits(value)
-    length = len(digits)
-    if length - 1 <= exponent:
-        body = digits + "0" * (exponent - length + 1)
-    elif exponent >= 0:
-        body = digits[: exponent + 1] + "." + digits[exponent + 1 :]
-    else:
-        body = "0." + "0" * (-exponent - 1) + digits
-    return sign + body
+    special = _special(value, "0")
+    if special is not None:
+        return special
+    return ("-" if value < 0 else "") + _plain(*_shortest_digits(value))
 
 
 def _json_number(value: int) -> int | float:

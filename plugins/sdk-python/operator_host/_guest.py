@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import types
 
 from .errors import InvalidSpec, Retry
 from .kinds import Kind
-from .operator import Operator, status_json
+from .operator import Operator, json_text
 
 
 def _gvk(kind: Kind) -> types.GroupVersionKind:
@@ -29,13 +27,14 @@ def plugin_class(operator: Operator) -> type:
     # Made once, when the module is imported: inside the component that is at build time (the
     # snapshot componentize-py takes holds it), so `info`, which the host calls with a short
     # deadline, only returns it.
+    declared = operator.info()
     info = types.PluginInfo(
-        name=operator.name,
-        version=operator.version,
-        parent=_gvk(operator.parent.as_kind),
-        children=[_gvk(k) for k in operator.children],
-        needs_finalize=operator.finalize_handler is not None,
-        crd=json.dumps(operator.parent.crd(), ensure_ascii=False),
+        name=declared["name"],
+        version=declared["version"],
+        parent=_gvk(declared["parent"]),
+        children=[_gvk(k) for k in declared["children"]],
+        needs_finalize=declared["needs_finalize"],
+        crd=json_text(declared["crd"]),
     )
 
     class Plugin(exports.Plugin):
@@ -48,11 +47,8 @@ def plugin_class(operator: Operator) -> type:
             except (InvalidSpec, Retry) as e:
                 raise _error(e) from None
             return types.ReconcileResponse(
-                children=[
-                    json.dumps(c, ensure_ascii=False, separators=(",", ":"))
-                    for c in desired.children
-                ],
-                status=status_json(desired.status),
+                children=[json_text(c) for c in desired.children],
+                status=json_text(desired.status),
                 requeue_after_ms=desired.requeue_after_ms,
             )
 

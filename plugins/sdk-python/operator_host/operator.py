@@ -242,6 +242,6 @@ class Operator:
         return plugin_class(self)
 
 
-def status_json(status: Any) -> str:
-    """A status (a dataclass or JSON data) as the JSON text of the contract."""
-    return json.dumps(to_json(status), ensure_ascii=False, separators=(",", ":"))
+def json_text(value: Any) -> str:
+    """A child or a status (a dataclass or JSON data) as the compact JSON text of the contract."""
+    return json.dumps(to_json(value), ensure_ascii=False, separators=(",", ":"))

@@ -11,6 +11,7 @@ A field without a default is required.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types as pytypes
 import typing
@@ -62,8 +63,11 @@ def _optional_inner(tp: Any) -> Any:
     return None
 
 
+@functools.cache
 def _fields(cls: type) -> list[tuple[dataclasses.Field, Any, Field, str]]:
-    """Each dataclass field with its resolved type, its `Field` and its JSON name."""
+    """Each dataclass field with its resolved type, its `Field` and its JSON name. Cached:
+    resolving type hints is the slow part of decoding, and a class's fields never change (the
+    CRD of `info`, made at build time, fills the cache in the component's snapshot)."""
     hints = typing.get_type_hints(cls, include_extras=True)
     result = []
     for f in dataclasses.fields(cls):

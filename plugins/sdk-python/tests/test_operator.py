@@ -129,7 +129,7 @@ def test_reconcile_returns_children_with_the_spec_hash_and_a_status():
     desired = operator.run_reconcile(thing({"size": 2}), [])
     (deployment,) = desired.children
     assert oh.SPEC_HASH_ANNOTATION in deployment["metadata"]["annotations"]
-    assert json.loads(oh.operator.status_json(desired.status)) == {
+    assert json.loads(oh.operator.json_text(desired.status)) == {
         "phase": "Ready",
         "conditions": [{"type": "Ready", "status": "True", "reason": "Up", "message": "",
                         "observedGeneration": 2}],
