@@ -501,6 +501,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 controller::ShutdownSignal::install()
                     .context("installing the SIGTERM and SIGINT handlers")?
             };
+            // From this line on, SIGTERM ends the host cleanly (tests wait for it).
+            tracing::info!(
+                version = env!("CARGO_PKG_VERSION"),
+                "operator-host starting"
+            );
             Some((async_runtime, shutdown))
         }
         _ => None,

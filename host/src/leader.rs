@@ -158,8 +158,8 @@ struct State {
     /// While leading: the instant the fence closes.
     writes_until: Mutex<Option<Instant>>,
     role: watch::Sender<Role>,
-    /// How many times this host became the leader: a loss and a gain between two looks at
-    /// the role would otherwise go unseen.
+    /// How many times this host became the leader, or had its fence reopen after it closed: a
+    /// loss and a gain between two looks at the role would otherwise go unseen.
     gains: watch::Sender<u64>,
 }
 
@@ -198,7 +198,8 @@ impl Leadership {
         self.state.role.borrow().clone()
     }
 
-    /// A stream that yields each time this host becomes the leader (at once if it leads).
+    /// A stream that yields each time this host becomes the leader, or may write again after
+    /// its fence closed (at once if it leads).
     pub fn gained(&self) -> futures::stream::BoxStream<'static, ()> {
         use futures::StreamExt;
         let mut gains = self.state.gains.subscribe();
@@ -226,17 +227,22 @@ impl Leadership {
     }
 
     fn lead_until(&self, until: Instant) {
-        *self
+        let previous = self
             .state
             .writes_until
             .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(until);
-        let gained = self.state.role.send_if_modified(|role| {
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(until);
+        // A renewal that came after the fence had closed reopens it: reconciles that ran
+        // meanwhile wrote nothing and will not run again by themselves, so this counts as
+        // becoming the leader again.
+        let lapsed = previous.is_some_and(|closed_at| Instant::now() >= closed_at);
+        let became_leader = self.state.role.send_if_modified(|role| {
             let changed = *role != Role::Leader;
             *role = Role::Leader;
             changed
         });
-        if gained {
+        if became_leader || lapsed {
             self.state.gains.send_modify(|gains| *gains += 1);
         }
     }
@@ -572,6 +578,33 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), gained.next())
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_renewal_after_the_fence_closed_counts_as_a_gain() {
+        use futures::StreamExt;
+        let leadership = Leadership::candidate();
+        let mut gained = leadership.gained();
+        leadership.lead_until(Instant::now() + Duration::from_millis(20));
+        assert_eq!(gained.next().await, Some(()));
+        // Renewed in time: still the same tenure, nothing to reconcile again.
+        leadership.lead_until(Instant::now() + Duration::from_millis(20));
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        assert!(
+            !leadership.may_write(),
+            "the renewal came late: the fence closed"
+        );
+        assert!(
+            tokio::time::timeout(Duration::from_millis(1), gained.next())
+                .await
+                .is_err(),
+            "a fence closing by time is not a gain"
+        );
+        leadership.lead_until(Instant::now() + Duration::from_secs(60));
+        assert!(leadership.may_write());
+        tokio::time::timeout(Duration::from_secs(1), gained.next())
+            .await
+            .expect("reopening the fence must reconcile everything again");
     }
 
     #[test]

@@ -320,6 +320,28 @@ impl Bystanders {
     }
 }
 
+/// What [`all_converge`] found still off at its bound: each CR that failed its last check and
+/// why.
+#[derive(Debug)]
+pub struct NotConverged {
+    pub failed: Vec<(String, String)>,
+    pub total: usize,
+    pub bound: Duration,
+}
+
+impl std::fmt::Display for NotConverged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (name, error) = self.failed.first().cloned().unwrap_or_default();
+        write!(
+            f,
+            "{} of {} CRs not at the plugin's fixed point after {:?}; {name}: {error}",
+            self.failed.len(),
+            self.total,
+            self.bound
+        )
+    }
+}
+
 /// Waits until the oracle holds for every one of `names` in one sweep (a CR that passed may
 /// fail again while its pods become ready and its status follows); returns how long it took,
 /// or what still differed after `bound`.
@@ -327,7 +349,7 @@ pub async fn all_converge(
     oracle: &Oracle<'_>,
     names: &[String],
     bound: Duration,
-) -> Result<Duration, String> {
+) -> Result<Duration, NotConverged> {
     let started = Instant::now();
     // Only the CRs that failed are checked again, until none does; then all of them once more.
     let mut pending = names.to_vec();
@@ -349,12 +371,11 @@ pub async fn all_converge(
             return Ok(started.elapsed());
         }
         if started.elapsed() >= bound {
-            let (name, error) = &failed.first().cloned().unwrap_or_default();
-            return Err(format!(
-                "{} of {} CRs not at the plugin's fixed point after {bound:?}; {name}: {error}",
-                failed.len(),
-                names.len()
-            ));
+            return Err(NotConverged {
+                failed,
+                total: names.len(),
+                bound,
+            });
         }
         swept_all = failed.is_empty();
         pending = if swept_all {

@@ -289,9 +289,20 @@ async fn three_replicas_share_300_parents_and_a_killed_or_added_replica_moves_th
     )
     .await
     .unwrap_or_else(|e| fail(&replicas, e));
-    election
-        .converge(&election.plugin, &names, "300 CRs after host-d joined")
-        .await;
+    if let Err(stuck) = all_converge(&election.oracle(&election.plugin), &names, CONVERGE).await {
+        let (now, _) = assignments(&election).await;
+        let mut stuck_shards: BTreeMap<&str, usize> = BTreeMap::new();
+        for (name, _) in &stuck.failed {
+            let shard = now.get(name).map_or("unassigned", String::as_str);
+            *stuck_shards.entry(shard).or_default() += 1;
+        }
+        fail(
+            &replicas,
+            format!(
+                "300 CRs after host-d joined: {stuck}; the stuck ones by shard: {stuck_shards:?}"
+            ),
+        );
+    }
     println!(
         "sharding: after host-d joined, shares {:?}",
         shares(&shards)

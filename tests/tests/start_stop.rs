@@ -19,6 +19,8 @@ use serde_json::json;
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
 /// What the host promises after SIGTERM.
 const EXIT_BOUND: Duration = Duration::from_secs(10);
+/// The host's first log line, written once SIGTERM is handled.
+const STARTING: &str = "operator-host starting";
 /// How long a start may take to become ready (both plugins loaded, caches synced).
 const READY_BOUND: Duration = Duration::from_secs(30);
 
@@ -74,6 +76,16 @@ async fn every_start_becomes_ready_and_every_sigterm_ends_the_host_within_ten_se
         // Every other start is stopped at once, in the middle of starting up.
         let at_once = start % 2 == 1;
         if at_once {
+            // Before its handler is installed a process ends by SIGTERM's default action, as
+            // any process does; the promise starts with the host's first log line.
+            while !host.log().contains(STARTING) {
+                assert!(
+                    started.elapsed() < READY_BOUND,
+                    "start {start} logged no {STARTING:?} within {READY_BOUND:?}; log:\n{}",
+                    host.log()
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             tokio::time::sleep(Duration::from_millis(50 * start as u64)).await;
         } else {
             while http_status(metrics, "/readyz").await != Some(200) {
