@@ -123,12 +123,17 @@ async fn replacing_the_plugin_file_converges_every_parent_to_the_new_version_and
         "no reconcile failed across the swap"
     );
 
-    // A corrupt file: v2 keeps serving, a new parent is reconciled by v2.
-    std::fs::write(&live, b"\0asm\x0d\0\x01\0 truncated garbage").unwrap();
+    // A corrupt file: v2 keeps serving, a new parent is reconciled by v2. It is renamed into
+    // place, so that no scan sees it half written: the in-place copies above may each have
+    // had a partial file rejected.
+    let rejected_before = host.reloads("rejected");
+    let corrupt = live.with_extension("tmp");
+    std::fs::write(&corrupt, b"\0asm\x0d\0\x01\0 truncated garbage").unwrap();
+    std::fs::rename(&corrupt, &live).unwrap();
     wait_for(
         "the corrupt file to be rejected",
         Duration::from_secs(10),
-        || async { Ok((host.reloads("rejected") >= 1).then_some(())) },
+        || async { Ok((host.reloads("rejected") > rejected_before).then_some(())) },
     )
     .await
     .unwrap();
@@ -154,7 +159,11 @@ async fn replacing_the_plugin_file_converges_every_parent_to_the_new_version_and
             .map(String::as_str),
         Some("v2")
     );
-    assert_eq!(host.reloads("rejected"), 1);
+    assert_eq!(
+        host.reloads("rejected"),
+        rejected_before + 1,
+        "the corrupt content is rejected once, not again on later scans"
+    );
     assert_eq!(host.reloads("replaced"), 1);
     host.stop().await;
     ns.cleanup().await.unwrap();
