@@ -19,7 +19,7 @@ EXAMPLE_PLUGINS_DIR := target/example-plugins
 SCALE_PLUGINS_DIR := target/scale-plugins
 FLEET_INDICES := 0 1 2 3 4 5 6 7 8 9
 
-.PHONY: bench-languages build host plugins rust-plugins python-env python-plugins python-test-plugins python-test js-env js-plugins js-test-plugins js-test test-plugins scale-plugins test lint fmt bench bench-cluster bench-scale cluster-down cluster demo clean fuzz image manifests
+.PHONY: bench-languages build host plugins rust-plugins python-env python-plugins python-test-plugins python-test js-env js-plugins js-test-plugins js-test go-plugins go-test-plugins go-test test-plugins scale-plugins test lint fmt bench bench-cluster bench-scale cluster-down cluster demo clean fuzz image manifests
 
 build: host plugins
 
@@ -27,8 +27,8 @@ host:
 	cargo build --release -p operator-host
 
 # Every bundled plugin: the Rust ones (served by `make demo`), and the Memcached plugin in the
-# other guest languages (Python, JavaScript).
-plugins: rust-plugins python-plugins js-plugins
+# other guest languages (Python, JavaScript, Go).
+plugins: rust-plugins python-plugins js-plugins go-plugins
 
 rust-plugins:
 	cargo build --target wasm32-wasip2 --profile plugin $(addprefix -p ,$(PLUGINS))
@@ -86,6 +86,41 @@ js-test-plugins: $(JS_TEST_PLUGINS_DIR)/hostile.wasm
 $(JS_TEST_PLUGINS_DIR)/hostile.wasm: $(JS_ENV) $(JS_SDK_SOURCES) plugins/hostile-js/src/hostile.js
 	node plugins/sdk-js/bin/build.mjs plugins/hostile-js/src/hostile.js -o $@
 
+# Go plugins (plugins/sdk-go): Go's own toolchain builds a WASI preview1 module
+# (-buildmode=c-shared, //go:wasmexport), which `operator-host componentize` makes a component
+# with the contract's WIT and the preview1 adapter of the host's wasmtime.
+GO_PLUGINS_DIR := target/plugins-go
+GO_BUILD_DIR := target/go-build
+GO_SDK_SOURCES := $(wildcard plugins/sdk-go/*.go plugins/sdk-go/go.mod)
+OPERATOR_HOST_DEBUG := $(CARGO_TARGET_DIR)/debug/operator-host
+
+# go_component(plugin dir, output): the module Go builds, made a component by the host.
+define go_component
+	mkdir -p $(dir $(2)) $(GO_BUILD_DIR)
+	cd $(1) && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath \
+		-o $(CURDIR)/$(GO_BUILD_DIR)/$(notdir $(1)).wasm .
+	cargo build -q -p operator-host
+	$(OPERATOR_HOST_DEBUG) componentize $(GO_BUILD_DIR)/$(notdir $(1)).wasm -o $(2)
+endef
+
+go-plugins: $(GO_PLUGINS_DIR)/memcached.wasm
+$(GO_PLUGINS_DIR)/memcached.wasm: $(GO_SDK_SOURCES) $(wildcard plugins/memcached-go/*.go plugins/memcached-go/go.mod)
+	$(call go_component,plugins/memcached-go,$@)
+
+# The Go hostile plugin: the sandbox's limits against a Go guest.
+GO_TEST_PLUGINS_DIR := target/test-plugins-go
+go-test-plugins: $(GO_TEST_PLUGINS_DIR)/hostile.wasm
+$(GO_TEST_PLUGINS_DIR)/hostile.wasm: $(GO_SDK_SOURCES) $(wildcard plugins/hostile-go/*.go plugins/hostile-go/go.mod)
+	$(call go_component,plugins/hostile-go,$@)
+
+# The Go SDK's and plugins' own tests, natively (go test, no host).
+go-test:
+	cd plugins/sdk-go && go vet ./... && go test -v ./...
+	@# The canonical ABI turns the host's addresses into pointers: that is its job.
+	cd plugins/sdk-go && GOOS=wasip1 GOARCH=wasm go vet -unsafeptr=false ./...
+	cd plugins/memcached-go && go vet ./... && go test -v ./...
+	cd plugins/hostile-go && go vet ./...
+
 # The JavaScript SDK's and plugins' own tests, natively (node --test, no host).
 js-test: js-env
 	node --test plugins/sdk-js/test/ plugins/memcached-js/test/
@@ -100,7 +135,7 @@ python-test: python-env
 image: rust-plugins
 	deploy/image/build.sh $(PLUGINS)
 
-test-plugins: plugins python-test-plugins js-test-plugins
+test-plugins: plugins python-test-plugins js-test-plugins go-test-plugins
 	cargo build --target wasm32-wasip2 --profile plugin $(addprefix -p ,$(TEST_PLUGINS) $(EXAMPLE_PLUGINS))
 	mkdir -p $(TEST_PLUGINS_DIR) $(EXAMPLE_PLUGINS_DIR)
 	for p in $(TEST_PLUGINS); do cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm $(TEST_PLUGINS_DIR)/$$p.wasm; done
@@ -176,15 +211,19 @@ test: test-plugins
 	status=0; \
 	$(MAKE) python-test || status=1; \
 	$(MAKE) js-test || status=1; \
+	$(MAKE) go-test || status=1; \
 	cargo test --workspace --no-fail-fast || status=1; \
 	exit $$status
 
+GO_DIRS := plugins/sdk-go plugins/memcached-go plugins/hostile-go
 lint:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	@unformatted="$$(gofmt -l $(GO_DIRS))"; [ -z "$$unformatted" ] || { echo "gofmt needed: $$unformatted"; exit 1; }
 
 fmt:
 	cargo fmt --all
+	gofmt -w $(GO_DIRS)
 
 bench: test-plugins
 	cargo bench -p operator-host --bench sandbox

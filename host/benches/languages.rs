@@ -1,4 +1,4 @@
-//! The Memcached plugin in each guest language (Rust, Python, JavaScript) side by side: size, compile, cache load, a call in a fresh instance, and the ratio to the Rust logic run natively.
+//! The Memcached plugin in each guest language (Rust, Python, JavaScript, Go) side by side: size, compile, cache load, a call in a fresh instance, and the ratio to the Rust logic run natively.
 //!
 //! Every figure is taken in the same run. The request is the one `operator-host render` makes
 //! for `examples/memcached.yaml` (no observed children), and every language must answer it as
@@ -30,10 +30,11 @@ use operator_host_sdk::bindings::operator_host::reconciler::types as guest_types
 use serde_json::Value;
 
 /// Each language and the directory `make plugins` builds its Memcached plugin in.
-const LANGUAGES: [(&str, &str); 3] = [
+const LANGUAGES: [(&str, &str); 4] = [
     ("Rust", "plugins"),
     ("Python", "plugins-python"),
     ("JavaScript", "plugins-js"),
+    ("Go", "plugins-go"),
 ];
 
 fn plugin_path(dir: &str) -> PathBuf {

@@ -314,6 +314,17 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
     },
+    /// Make a plugin component of a WASI preview1 core module that exports the contract's
+    /// functions: a Go plugin built with `GOOS=wasip1 GOARCH=wasm go build
+    /// -buildmode=c-shared` and the Go SDK (plugins/sdk-go). Loads the result as a plugin
+    /// before writing it.
+    Componentize {
+        /// The core module (.wasm).
+        module: PathBuf,
+        /// The component to write (replaced whole, never half-written).
+        #[arg(long, short)]
+        output: PathBuf,
+    },
     /// Print what a plugin declares.
     Inspect {
         /// The plugin component (.wasm).
@@ -448,6 +459,7 @@ fn exit_code(error: &anyhow::Error) -> u8 {
         || error.downcast_ref::<crate::plugin::Error>().is_some()
         || error.downcast_ref::<crate::policy::Error>().is_some()
         || error.downcast_ref::<scaffold::Error>().is_some()
+        || error.downcast_ref::<crate::componentize::Error>().is_some()
     {
         return EXIT_USAGE;
     }
@@ -838,6 +850,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     path.display()
                 );
             }
+        }
+        Command::Componentize { module, output } => {
+            let component = crate::componentize::componentize(&module)?;
+            // A component the host would refuse is not written: the load says why.
+            let plugin = Plugin::from_compiled(&output, runtime.load_bytes(&output, &component)?)?;
+            crate::files::write_whole(&output, &component)
+                .with_context(|| format!("writing {}", output.display()))?;
+            eprintln!(
+                "{}: plugin {} {} ({} bytes)",
+                output.display(),
+                plugin.decl.name,
+                plugin.decl.version,
+                component.len()
+            );
         }
         Command::Inspect {
             plugin: path,

@@ -16,6 +16,7 @@
 //! - [`faults`]: crash points for fault-injection tests (empty unless built with `fault-injection`).
 
 pub mod cli;
+pub mod componentize;
 pub mod conformance;
 pub mod controller;
 pub mod faults;

@@ -1,4 +1,4 @@
-//! Plugins in other guest languages (Python, JavaScript) against the Rust ones: the same `render` output, the same CRD, the conformance kit, and the sandbox's limits.
+//! Plugins in other guest languages (Python, JavaScript, Go) against the Rust ones: the same `render` output, the same CRD, the conformance kit, and the sandbox's limits.
 
 mod util;
 
@@ -13,7 +13,11 @@ use util::{
 };
 
 /// Each guest language other than Rust and the directory `make plugins` builds its plugins in.
-const LANGUAGES: [(&str, &str); 2] = [("Python", "plugins-python"), ("JavaScript", "plugins-js")];
+const LANGUAGES: [(&str, &str); 3] = [
+    ("Python", "plugins-python"),
+    ("JavaScript", "plugins-js"),
+    ("Go", "plugins-go"),
+];
 
 /// The Memcached plugin written in `dir`'s language.
 fn memcached_in(dir: &str) -> PathBuf {
@@ -188,9 +192,10 @@ fn every_language_passes_the_conformance_kit() {
 }
 
 /// The hostile plugins of the other languages, from `make test-plugins`.
-const HOSTILE: [(&str, &str); 2] = [
+const HOSTILE: [(&str, &str); 3] = [
     ("Python", "test-plugins-python"),
     ("JavaScript", "test-plugins-js"),
+    ("Go", "test-plugins-go"),
 ];
 
 #[test]
@@ -219,12 +224,13 @@ fn resource_attacks_in_every_language_are_contained() {
             },
             "{language}"
         );
+        let big = call("big-response", limits.max_response_bytes as u64 + 1024).unwrap_err();
         assert!(
             matches!(
-                call("big-response", limits.max_response_bytes as u64 + 1024).unwrap_err(),
+                big,
                 CallError::ResponseTooLarge { limit, .. } if limit == limits.max_response_bytes
             ),
-            "{language}"
+            "{language}: {big:?}"
         );
         // A counter kept in a module global starts from zero again in each call's instance.
         for _ in 0..2 {

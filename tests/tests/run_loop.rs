@@ -17,9 +17,9 @@ use serde_json::json;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs a scenario against the Memcached plugin of every guest language: the Rust one
-/// (`target/plugins`) and the same operator in Python (`target/plugins-python`) and JavaScript
-/// (`target/plugins-js`), each a test of its own (`SCENARIO::rust`, `SCENARIO::python`,
-/// `SCENARIO::javascript`).
+/// (`target/plugins`) and the same operator in Python (`target/plugins-python`), JavaScript
+/// (`target/plugins-js`) and Go (`target/plugins-go`), each a test of its own
+/// (`SCENARIO::rust`, `SCENARIO::python`, `SCENARIO::javascript`, `SCENARIO::go`).
 macro_rules! in_every_language {
     ($scenario:ident) => {
         mod $scenario {
@@ -36,6 +36,11 @@ macro_rules! in_every_language {
             #[tokio::test]
             async fn javascript() {
                 super::$scenario("plugins-js").await
+            }
+
+            #[tokio::test]
+            async fn go() {
+                super::$scenario("plugins-go").await
             }
         }
     };

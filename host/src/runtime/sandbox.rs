@@ -267,8 +267,13 @@ impl ResourceLimiter for SandboxLimiter {
     }
 }
 
-/// A clock that always reads zero: plugins must not depend on time.
+/// A clock that never moves: plugins must not depend on time. The wall clock reads the epoch;
+/// the monotonic clock, whose origin is arbitrary, reads [`FROZEN_MONOTONIC_NANOS`].
 struct FrozenClock;
+
+/// Where the monotonic clock stands: not zero, which Go's runtime refuses at start
+/// ("nanotime returning zero").
+const FROZEN_MONOTONIC_NANOS: u64 = 1_000_000_000;
 
 impl HostWallClock for FrozenClock {
     fn resolution(&self) -> Duration {
@@ -284,7 +289,7 @@ impl HostMonotonicClock for FrozenClock {
         1_000_000_000
     }
     fn now(&self) -> u64 {
-        0
+        FROZEN_MONOTONIC_NANOS
     }
 }
 

@@ -1,0 +1,3 @@
+module operator-host.dev/sdk
+
+go 1.26
