@@ -9,7 +9,7 @@ TEST_PLUGINS_DIR := target/test-plugins
 PLUGINS := memcached mysql
 # Test-only plugins: hostile guests, another contract version, a parent kind of its own for
 # the CRD-ownership tests (squatter), the v2 Memcached.
-TEST_PLUGINS := hostile wrong-contract squatter
+TEST_PLUGINS := hostile wrong-contract squatter staged
 # Example plugins `make demo` does not serve: plugins/redis, written as a third-party author
 # would with the SDK (checked by the conformance tests).
 EXAMPLE_PLUGINS := redis

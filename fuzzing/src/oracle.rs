@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use operator_host::plan::{Plan, PlanError, plan_from_response};
-use operator_host::runtime::ReconcileResponse;
+use operator_host::runtime::{Child, ReconcileResponse};
 use serde_json::{Value, json};
 
 use crate::input::Case;
@@ -24,7 +24,7 @@ use crate::scenario::{
 pub fn check(case: &Case) {
     let decl = &*DECLARATION;
     let response = ReconcileResponse {
-        children: case.children.clone(),
+        children: case.children.iter().cloned().map(Child::in_place).collect(),
         status: case.status.clone(),
         requeue_after_ms: case.requeue_after_ms,
     };
@@ -104,7 +104,7 @@ fn check_apply(case: &Case, plan: &Plan, namespace: &str) {
     );
     let mut seen = HashSet::new();
     let mut previous: Option<(u8, usize)> = None;
-    for child in &plan.apply {
+    for child in plan.objects() {
         let kind = DECLARATION
             .children
             .iter()
@@ -248,8 +248,7 @@ fn check_prune(case: &Case, plan: &Plan, namespace: &str) {
         return;
     };
     let desired: HashSet<(&str, &str)> = plan
-        .apply
-        .iter()
+        .objects()
         .filter_map(|c| Some((c["kind"].as_str()?, c["metadata"]["name"].as_str()?)))
         .collect();
     let mut previous_rank = u8::MAX;

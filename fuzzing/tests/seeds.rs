@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use operator_host::plan::plan_from_response;
 use operator_host::policy::Policy;
-use operator_host::runtime::ReconcileResponse;
+use operator_host::runtime::{Child, ReconcileResponse};
 use operator_host_fuzzing::{Case, check_plan_output};
 
 fn seed_dir() -> PathBuf {
@@ -155,7 +155,7 @@ fn pod_template_seeds_reach_the_policy_rules() {
         let data = std::fs::read(seed_dir().join(name)).expect("the seed exists");
         let case = Case::decode(&data).expect("the seed decodes");
         let response = ReconcileResponse {
-            children: case.children.clone(),
+            children: case.children.iter().cloned().map(Child::in_place).collect(),
             status: case.status.clone(),
             requeue_after_ms: case.requeue_after_ms,
         };

@@ -94,10 +94,12 @@ fn main() {
     let request = runtime::ReconcileRequest {
         parent: parent.to_string(),
         observed: Vec::new(),
+        related: Vec::new(),
     };
     let native_request = guest_types::ReconcileRequest {
         parent: parent.to_string(),
         observed: Vec::new(),
+        related: Vec::new(),
     };
     let native = || {
         operator_host_sdk::__private::reconcile::<memcached::MemcachedOperator>(
@@ -145,8 +147,16 @@ fn main() {
         // Equal as JSON values: each language writes its own key order and spacing.
         let json = |text: &String| serde_json::from_str::<Value>(text).expect("JSON");
         assert_eq!(
-            answer.children.iter().map(json).collect::<Vec<_>>(),
-            expected.children.iter().map(json).collect::<Vec<_>>(),
+            answer
+                .children
+                .iter()
+                .map(|c| json(&c.object))
+                .collect::<Vec<_>>(),
+            expected
+                .children
+                .iter()
+                .map(|c| json(&c.object))
+                .collect::<Vec<_>>(),
             "{name}: children differ from native"
         );
         assert_eq!(

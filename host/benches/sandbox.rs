@@ -96,13 +96,14 @@ fn observed(parent: &Value) -> Vec<Value> {
         guest_types::ReconcileRequest {
             parent: parent.to_string(),
             observed: Vec::new(),
+            related: Vec::new(),
         },
     )
     .unwrap_or_else(|e| panic!("native reconcile of the fixture failed: {e:?}"));
     let mut children: Vec<Value> = response
         .children
         .iter()
-        .map(|c| serde_json::from_str(c).expect("child JSON"))
+        .map(|c| serde_json::from_str(&c.object).expect("child JSON"))
         .collect();
     for child in &mut children {
         match child["kind"].as_str() {
@@ -177,10 +178,12 @@ impl Fixture {
             native_request: guest_types::ReconcileRequest {
                 parent: parent_text.clone(),
                 observed: observed_text.clone(),
+                related: Vec::new(),
             },
             host_request: runtime::ReconcileRequest {
                 parent: parent_text,
                 observed: observed_text,
+                related: Vec::new(),
             },
             parent,
             observed,
@@ -195,7 +198,13 @@ impl Fixture {
     fn check_same_answer(&self) {
         let native = self.native().expect("native reconcile");
         let sandboxed = self.sandboxed();
-        assert_eq!(native.children, sandboxed.children, "children differ");
+        let objects =
+            |children: &mut dyn Iterator<Item = &String>| children.cloned().collect::<Vec<_>>();
+        assert_eq!(
+            objects(&mut native.children.iter().map(|c| &c.object)),
+            objects(&mut sandboxed.children.iter().map(|c| &c.object)),
+            "children differ"
+        );
         assert_eq!(native.status, sandboxed.status, "status differs");
         let request_bytes = self.host_request.parent.len()
             + self
@@ -204,8 +213,12 @@ impl Fixture {
                 .iter()
                 .map(String::len)
                 .sum::<usize>();
-        let response_bytes =
-            native.status.len() + native.children.iter().map(String::len).sum::<usize>();
+        let response_bytes = native.status.len()
+            + native
+                .children
+                .iter()
+                .map(|c| c.object.len())
+                .sum::<usize>();
         println!(
             "fixture: request {request_bytes} bytes (parent + {} observed children), \
              response {response_bytes} bytes ({} children); plugin {} ({} bytes)",

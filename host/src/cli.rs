@@ -14,7 +14,7 @@ use crate::plugin::Plugin;
 use crate::policy::Policy;
 use crate::rbac;
 use crate::render;
-use crate::runtime::{CONTRACT, CompileCache, Limits, Runtime, RuntimeConfig};
+use crate::runtime::{CompileCache, Limits, Runtime, RuntimeConfig};
 use crate::scaffold;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -874,7 +874,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let description = serde_json::json!({
                 "name": decl.name,
                 "version": decl.version,
-                "contract": CONTRACT,
+                "contract": plugin.compiled.contract().package(),
                 "parent": decl.parent.to_string(),
                 "plural": decl.parent.plural,
                 "namespaced": decl.parent.namespaced,

@@ -14,7 +14,7 @@ use wit_component::{ComponentEncoder, StringEncoding};
 use wit_parser::Resolve;
 
 /// The contract, as the host serves it.
-const CONTRACT_WIT: &str = include_str!("../../wit/reconciler.wit");
+const CONTRACT_WIT: &str = include_str!("../../wit/0.1.0/reconciler.wit");
 /// The contract's world.
 const WORLD: &str = "reconciler";
 /// What the adapter's arena starts with, followed by its size in bytes and `;`.

@@ -15,7 +15,7 @@ use crate::plan::{self, PlanError};
 use crate::plugin::Plugin;
 use crate::policy::Policy;
 use crate::render;
-use crate::runtime::{ReconcileError, ReconcileResponse};
+use crate::runtime::{Child, ReconcileError, ReconcileResponse};
 
 /// A call that takes more than this share of the call timeout fails the limits check: it
 /// would time out on a busier machine.
@@ -68,7 +68,7 @@ impl Report {
 #[derive(Debug, Clone, PartialEq)]
 enum Answer {
     Response {
-        children: Vec<String>,
+        children: Vec<Child>,
         status: String,
         requeue_after_ms: Option<u64>,
     },

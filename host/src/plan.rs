@@ -16,7 +16,10 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::plugin::{Declaration, KindRef, Plugin};
-use crate::runtime::{CallError, ReconcileError, ReconcileRequest, ReconcileResponse};
+use crate::runtime::{
+    CallError, DeletePolicy, FieldValue, Readiness, ReconcileError, ReconcileRequest,
+    ReconcileResponse, UpdateStrategy,
+};
 
 /// Label every managed child carries: who manages it.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
@@ -28,6 +31,9 @@ pub const PLUGIN_LABEL: &str = "operator-host.dev/plugin";
 pub const PARENT_UID_LABEL: &str = "operator-host.dev/parent-uid";
 /// Prefix reserved for the host's labels and annotations.
 pub const RESERVED_PREFIX: &str = "operator-host.dev/";
+/// Annotation the host puts on a child whose delete policy is `orphan`: a child that is no
+/// longer returned has no options left, so its own metadata says what to do with it.
+pub const ON_PRUNE_ANNOTATION: &str = "operator-host.dev/on-prune";
 /// The host's condition type on every parent.
 pub const RECONCILED: &str = "Reconciled";
 /// Most children one reconcile may return.
@@ -84,19 +90,68 @@ pub struct PruneTarget {
     pub name: String,
     /// Deleted with this UID as a precondition, so a re-created object is never hit.
     pub uid: String,
+    /// Deleted, or kept without the host's labels and owner reference.
+    pub policy: DeletePolicy,
+}
+
+/// A child to server-side apply, with how to apply it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedChild {
+    /// The object with the host's metadata.
+    pub object: Value,
+    /// In place; `recreate`: a change refused as immutable deletes the child, to be created
+    /// again; `create-only`: not written when it exists.
+    pub update: UpdateStrategy,
+    /// Which stage of the plan it belongs to: stage `n + 1` is applied only once the
+    /// barrier of stage `n` is ready.
+    pub stage: usize,
+    /// Set on the child that closes its stage: what the next stage waits for.
+    pub barrier: Option<Readiness>,
 }
 
 /// What the host will do for one parent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
-    /// Children to server-side apply, in dependency order, with the host's metadata.
-    pub apply: Vec<Value>,
-    /// Children to delete, in reverse dependency order.
+    /// Children to server-side apply, stage by stage, each stage in dependency order.
+    pub apply: Vec<PlannedChild>,
+    /// Children to delete (or orphan), in reverse dependency order: only once every stage
+    /// was applied.
     pub prune: Vec<PruneTarget>,
     /// The parent's status after a successful apply.
     pub status: Value,
     /// When to reconcile again even if nothing changes.
     pub requeue_after: Option<Duration>,
+}
+
+impl PlannedChild {
+    /// How the host handles this child, when it is not 0.1.0's only way (in place, no
+    /// barrier): `update=recreate ready-when=condition Complete`, for `render`. (The delete
+    /// policy shows in the object, as [`ON_PRUNE_ANNOTATION`].)
+    pub fn handling(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        match self.update {
+            UpdateStrategy::InPlace => {}
+            UpdateStrategy::Recreate => parts.push("update=recreate".to_string()),
+            UpdateStrategy::CreateOnly => parts.push("update=create-only".to_string()),
+        }
+        match &self.barrier {
+            None => {}
+            Some(Readiness::Condition(type_)) => {
+                parts.push(format!("ready-when=condition {type_}"));
+            }
+            Some(Readiness::FieldEquals(FieldValue { path, value })) => {
+                parts.push(format!("ready-when={path}={value}"));
+            }
+        }
+        (!parts.is_empty()).then(|| format!("stage {}: {}", self.stage, parts.join(" ")))
+    }
+}
+
+impl Plan {
+    /// The objects of the children to apply, in plan order.
+    pub fn objects(&self) -> impl Iterator<Item = &Value> + Clone {
+        self.apply.iter().map(|child| &child.object)
+    }
 }
 
 /// What the plan needs to know about the parent.
@@ -151,6 +206,7 @@ pub fn request(function: &str, parent: &Value, observed: &[Value]) -> (Reconcile
             .iter()
             .map(|o| without_managed_fields(o).to_string())
             .collect(),
+        related: Vec::new(),
     };
     let mut seeded_parent = without_managed_fields(parent).into_owned();
     if let Some(fields) = seeded_parent.as_object_mut() {
@@ -238,18 +294,34 @@ pub fn plan_from_response(
     }
     let mut seen = HashSet::new();
     let mut apply = Vec::with_capacity(response.children.len());
-    for (index, text) in response.children.iter().enumerate() {
-        let child = validate_child(plugin, &parent, index, text)?;
-        let key = (child.1.kind.clone(), child.2.clone());
-        if !seen.insert(key) {
+    let mut stage = 0;
+    for (index, child) in response.children.into_iter().enumerate() {
+        let (object, kind, name) =
+            validate_child(plugin, &parent, index, &child.object, child.on_prune)?;
+        if !seen.insert((kind.kind.clone(), name.clone())) {
             return Err(PlanError::InvalidPluginOutput(format!(
-                "child #{index} is a second {} named {:?}",
-                child.1.kind, child.2
+                "child #{index} is a second {} named {name:?}",
+                kind.kind
             )));
         }
-        apply.push(child);
+        if let Some(readiness) = &child.ready_when {
+            check_readiness(index, readiness)?;
+        }
+        let closes_stage = child.ready_when.is_some();
+        apply.push((
+            apply_rank(&kind.kind),
+            PlannedChild {
+                object,
+                update: child.update,
+                stage,
+                barrier: child.ready_when,
+            },
+        ));
+        if closes_stage {
+            stage += 1;
+        }
     }
-    apply.sort_by_key(|(_, kind, _)| apply_rank(&kind.kind));
+    apply.sort_by_key(|(rank, child)| (child.stage, *rank));
 
     let mut prune: Vec<(usize, PruneTarget)> = observed
         .iter()
@@ -275,7 +347,7 @@ pub fn plan_from_response(
         now,
     )?;
     Ok(Plan {
-        apply: apply.into_iter().map(|(child, _, _)| child).collect(),
+        apply: apply.into_iter().map(|(_, child)| child).collect(),
         prune: prune.into_iter().map(|(_, target)| target).collect(),
         status,
         requeue_after: response.requeue_after_ms.map(Duration::from_millis),
@@ -346,6 +418,7 @@ fn validate_child(
     parent: &Parent<'_>,
     index: usize,
     text: &str,
+    on_prune: DeletePolicy,
 ) -> Result<(Value, KindRef, String), PlanError> {
     let mut child: Value = serde_json::from_str(text).map_err(|e| {
         PlanError::InvalidPluginOutput(format!("child #{index}: not valid JSON: {e}"))
@@ -383,6 +456,15 @@ fn validate_child(
             }]),
         );
     }
+    if on_prune == DeletePolicy::Orphan {
+        let annotations = metadata
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !annotations.is_object() {
+            *annotations = Value::Object(Map::new());
+        }
+        annotations[ON_PRUNE_ANNOTATION] = "orphan".into();
+    }
     // Status belongs to the child's own controller, never to an apply.
     if let Some(object) = child.as_object_mut() {
         object.remove("status");
@@ -410,6 +492,7 @@ fn owned_child(
     if !(labelled && controlled) || metadata["namespace"].as_str() != Some(parent.namespace) {
         return None;
     }
+    let policy = delete_policy(metadata["annotations"][ON_PRUNE_ANNOTATION].as_str());
     Some((
         apply_rank(&kind.kind),
         PruneTarget {
@@ -417,9 +500,102 @@ fn owned_child(
             namespace: parent.namespace.to_string(),
             name: metadata["name"].as_str()?.to_string(),
             uid: metadata["uid"].as_str()?.to_string(),
+            policy,
         },
     ))
 }
+
+/// The delete policy a child's [`ON_PRUNE_ANNOTATION`] (its value, if any) gives it.
+pub fn delete_policy(annotation: Option<&str>) -> DeletePolicy {
+    match annotation {
+        Some("orphan") => DeletePolicy::Orphan,
+        _ => DeletePolicy::Delete,
+    }
+}
+
+/// A barrier the host can judge: a condition type or a dotted path, and a JSON value.
+fn check_readiness(index: usize, readiness: &Readiness) -> Result<(), PlanError> {
+    let invalid =
+        |what: String| PlanError::InvalidPluginOutput(format!("child #{index}: ready-when {what}"));
+    match readiness {
+        Readiness::Condition(type_) if type_.is_empty() => {
+            Err(invalid("names an empty condition type".into()))
+        }
+        Readiness::Condition(_) => Ok(()),
+        Readiness::FieldEquals(FieldValue { path, value }) => {
+            if path.is_empty() || path.split('.').any(str::is_empty) {
+                return Err(invalid(format!(
+                    "has the path {path:?}; expected a dotted path such as status.readyReplicas"
+                )));
+            }
+            serde_json::from_str::<Value>(value)
+                .map(|_| ())
+                .map_err(|e| invalid(format!("value {value:?} is not JSON: {e}")))
+        }
+    }
+}
+
+/// Whether `child`, as the API server has it now, is ready as `readiness` says: not being
+/// deleted, its controller has seen its current generation (when its status says), and the
+/// condition is `True` or the field has the value.
+pub fn is_ready(child: &Value, readiness: &Readiness) -> bool {
+    let metadata = &child["metadata"];
+    if !metadata["deletionTimestamp"].is_null() {
+        return false;
+    }
+    if let (Some(seen), Some(generation)) = (
+        child["status"]["observedGeneration"].as_i64(),
+        metadata["generation"].as_i64(),
+    ) && seen < generation
+    {
+        return false;
+    }
+    match readiness {
+        Readiness::Condition(type_) => {
+            child["status"]["conditions"]
+                .as_array()
+                .is_some_and(|conditions| {
+                    conditions
+                        .iter()
+                        .any(|c| c["type"] == type_.as_str() && c["status"] == "True")
+                })
+        }
+        Readiness::FieldEquals(FieldValue { path, value }) => {
+            let Ok(expected) = serde_json::from_str::<Value>(value) else {
+                return false;
+            };
+            path.split('.')
+                .try_fold(child, |object, key| object.get(key))
+                == Some(&expected)
+        }
+    }
+}
+
+/// What a barrier waits for, for the parent's condition: `Job "add-member-3" to have the
+/// condition Complete=True`.
+pub fn describe_wait(child: &Value, readiness: &Readiness) -> String {
+    let what = match readiness {
+        Readiness::Condition(type_) => format!("the condition {type_}=True"),
+        Readiness::FieldEquals(FieldValue { path, value }) => format!("{path} = {value}"),
+    };
+    format!(
+        "{} {} to have {what}",
+        child["kind"].as_str().unwrap_or("child"),
+        child["metadata"]["name"]
+    )
+}
+
+/// `status` (a plan's) with the host's condition saying the plan is held at a barrier:
+/// `Reconciled=False`, reason `WaitingForReadiness`, `message` saying for what.
+pub fn waiting_status(parent: &Value, mut status: Value, message: &str, now: &str) -> Value {
+    let previous = parent.get("status").cloned().unwrap_or(Value::Null);
+    let condition = reconciled(false, WAITING_FOR_READINESS, message);
+    set_condition(&mut status, condition, &previous, parent, now);
+    status
+}
+
+/// The `Reconciled=False` reason of a plan held at a barrier.
+pub const WAITING_FOR_READINESS: &str = "WaitingForReadiness";
 
 /// Apply order: what others refer to first (config, identities), then Services, then
 /// workloads, then objects that select workloads. Pruning runs in reverse.

@@ -165,6 +165,17 @@ impl Declaration {
         let crd: CustomResourceDefinition = serde_json::from_value(crd)
             .map_err(|e| invalid("CRD", format!("not a CustomResourceDefinition: {e}")))?;
         check_crd(&crd, &parent).map_err(|p| invalid("CRD", p))?;
+        if let Some(related) = info.related.first() {
+            // Refused rather than ignored: a plugin that reads them would reconcile blind.
+            return Err(invalid(
+                "related resource",
+                format!(
+                    "{:?}: this host does not serve related resources yet (contract 0.2.0's \
+                     `related`); declare none",
+                    related.name
+                ),
+            ));
+        }
         Ok(Declaration {
             name: info.name,
             version: info.version,

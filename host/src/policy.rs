@@ -729,8 +729,8 @@ impl Policy {
                 rules.max_children
             )));
         }
-        let references = pods::Allowed::new(rules, parent, &plan.apply);
-        for child in &plan.apply {
+        let references = pods::Allowed::new(rules, parent, plan.objects());
+        for child in plan.objects() {
             let child_name = child["metadata"]["name"].as_str().unwrap_or_default();
             let Some(kind) = plugin.children.iter().find(|k| k.matches(child)) else {
                 // The plan only holds declared kinds; refuse rather than assume.

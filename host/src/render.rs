@@ -187,7 +187,10 @@ pub fn to_yaml_stream(rendered: &Rendered) -> String {
     for (parent, plan) in &rendered.plans {
         for child in &plan.apply {
             out.push_str("---\n");
-            out.push_str(&serde_yaml::to_string(child).unwrap_or_default());
+            if let Some(handling) = child.handling() {
+                out.push_str(&format!("# {handling}\n"));
+            }
+            out.push_str(&serde_yaml::to_string(&child.object).unwrap_or_default());
         }
         out.push_str(&format!("---\n# status of {parent}:\n"));
         for line in serde_yaml::to_string(&plan.status)
@@ -202,11 +205,29 @@ pub fn to_yaml_stream(rendered: &Rendered) -> String {
     out
 }
 
-/// A plan as one JSON document: `children`, `status`, `requeueAfterMs`.
+/// A plan as one JSON document: `children`, `status`, `requeueAfterMs`, and `handling` (how
+/// the host applies each child, by `Kind/name`) when a child is not applied in place.
 pub fn to_json(plan: &Plan) -> Value {
-    serde_json::json!({
-        "children": plan.apply,
+    let mut document = serde_json::json!({
+        "children": plan.objects().collect::<Vec<_>>(),
         "status": plan.status,
         "requeueAfterMs": plan.requeue_after.map(|d| d.as_millis() as u64),
-    })
+    });
+    let handling: serde_json::Map<String, Value> = plan
+        .apply
+        .iter()
+        .filter_map(|child| {
+            let object = &child.object;
+            let key = format!(
+                "{}/{}",
+                object["kind"].as_str().unwrap_or_default(),
+                object["metadata"]["name"].as_str().unwrap_or_default()
+            );
+            Some((key, child.handling()?.into()))
+        })
+        .collect();
+    if !handling.is_empty() {
+        document["handling"] = Value::Object(handling);
+    }
+    document
 }

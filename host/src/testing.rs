@@ -16,7 +16,10 @@ use serde_json::Value;
 use crate::plan::{self, Plan, PlanError};
 use crate::plugin::{self, Declaration};
 use crate::policy::{self, Policy};
-use crate::runtime::{GroupVersionKind, PluginInfo, ReconcileResponse};
+use crate::runtime::{
+    Child, DeletePolicy, FieldValue, GroupVersionKind, PluginInfo, Readiness, ReconcileResponse,
+    RelatedResource, RelatedSelector, SecretView, UpdateStrategy,
+};
 
 /// The time conditions are stamped with: plans made here do not depend on the clock.
 pub const NOW: &str = "2026-01-01T00:00:00Z";
@@ -58,13 +61,14 @@ where
     let response = operator_host_sdk::__private::reconcile::<R>(guest::ReconcileRequest {
         parent: request.parent,
         observed: request.observed,
+        related: Vec::new(),
     })
     .map_err(|error| match error {
         guest::ReconcileError::InvalidSpec(message) => PlanError::InvalidSpec(message),
         guest::ReconcileError::Retry(message) => PlanError::PluginRetry(message),
     })?;
     let response = ReconcileResponse {
-        children: response.children,
+        children: response.children.into_iter().map(child).collect(),
         status: response.status,
         requeue_after_ms: response.requeue_after_ms,
     };
@@ -78,13 +82,6 @@ where
 /// `R`'s `info`, validated as the host validates a loaded plugin's.
 pub fn declaration<R: Reconciler>() -> Result<Declaration, plugin::Error> {
     let info = operator_host_sdk::__private::info::<R>("0.0.0");
-    let kind = |gvk: guest::GroupVersionKind| GroupVersionKind {
-        group: gvk.group,
-        version: gvk.version,
-        kind: gvk.kind,
-        plural: gvk.plural,
-        namespaced: gvk.namespaced,
-    };
     let info = PluginInfo {
         name: info.name,
         version: info.version,
@@ -92,6 +89,56 @@ pub fn declaration<R: Reconciler>() -> Result<Declaration, plugin::Error> {
         children: info.children.into_iter().map(kind).collect(),
         needs_finalize: info.needs_finalize,
         crd: info.crd,
+        related: info.related.into_iter().map(related).collect(),
     };
     Declaration::from_info(Path::new(R::NAME), info, "native".to_string())
+}
+
+// The SDK's guest bindings and the host's are generated from the same WIT, as distinct types.
+
+fn kind(gvk: guest::GroupVersionKind) -> GroupVersionKind {
+    GroupVersionKind {
+        group: gvk.group,
+        version: gvk.version,
+        kind: gvk.kind,
+        plural: gvk.plural,
+        namespaced: gvk.namespaced,
+    }
+}
+
+fn related(related: guest::RelatedResource) -> RelatedResource {
+    RelatedResource {
+        name: related.name,
+        kind: kind(related.kind),
+        selector: match related.selector {
+            guest::RelatedSelector::NameFromPath(path) => RelatedSelector::NameFromPath(path),
+            guest::RelatedSelector::LabelSelector(s) => RelatedSelector::LabelSelector(s),
+        },
+        secret_view: match related.secret_view {
+            guest::SecretView::Full => SecretView::Full,
+            guest::SecretView::DataHash => SecretView::DataHash,
+        },
+    }
+}
+
+fn child(child: guest::Child) -> Child {
+    Child {
+        object: child.object,
+        update: match child.update {
+            guest::UpdateStrategy::InPlace => UpdateStrategy::InPlace,
+            guest::UpdateStrategy::Recreate => UpdateStrategy::Recreate,
+            guest::UpdateStrategy::CreateOnly => UpdateStrategy::CreateOnly,
+        },
+        on_prune: match child.on_prune {
+            guest::DeletePolicy::Delete => DeletePolicy::Delete,
+            guest::DeletePolicy::Orphan => DeletePolicy::Orphan,
+        },
+        ready_when: child.ready_when.map(|readiness| match readiness {
+            guest::Readiness::Condition(type_) => Readiness::Condition(type_),
+            guest::Readiness::FieldEquals(field) => Readiness::FieldEquals(FieldValue {
+                path: field.path,
+                value: field.value,
+            }),
+        }),
+    }
 }

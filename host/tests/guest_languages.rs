@@ -94,6 +94,30 @@ fn every_language_renders_what_the_rust_memcached_plugin_renders() {
     }
 }
 
+/// The contract `inspect` names for `plugin`.
+fn contract_of(plugin: &Path) -> String {
+    let output = operator_host(&["inspect", path_str(plugin), "-o", "json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let info: Value = serde_json::from_slice(&output.stdout).unwrap();
+    info["contract"].as_str().unwrap().to_string()
+}
+
+/// The render test above holds 0.1.0 plugins to a 0.2.0 one: both contracts, one host.
+#[test]
+fn the_other_languages_build_contract_0_1_and_the_rust_sdk_0_2() {
+    assert_eq!(
+        contract_of(&example_plugin("memcached")),
+        "operator-host:reconciler@0.2.0"
+    );
+    for (language, dir) in LANGUAGES {
+        assert_eq!(
+            contract_of(&memcached_in(dir)),
+            "operator-host:reconciler@0.1.0",
+            "{language}"
+        );
+    }
+}
+
 #[test]
 fn the_samples_cover_success_every_refusal_and_every_status() {
     let rust = example_plugin("memcached");

@@ -377,6 +377,7 @@ fn content_the_cache_has_not_seen_serves_a_baseline_build_then_the_optimized_one
     let request = operator_host::runtime::ReconcileRequest {
         parent: r#"{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"m","namespace":"ns","uid":"u"},"spec":{"size":2}}"#.into(),
         observed: vec![],
+        related: vec![],
     };
     let baseline = plugin
         .compiled

@@ -150,7 +150,7 @@ impl Oracle<'_> {
         };
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
         let planned = plan::plan(self.plugin, &parent, &observed, &now)?;
-        for desired in &planned.apply {
+        for desired in planned.objects() {
             let kind = desired["kind"].as_str().unwrap_or_default();
             let child_name = desired["metadata"]["name"].as_str().unwrap_or_default();
             let live = observed

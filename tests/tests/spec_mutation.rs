@@ -585,7 +585,9 @@ impl Run<'_> {
         let observed = children(self.scenario, &parent.uid().unwrap()).await;
         self.last_desired = plan_for(self.scenario, &parent, &observed)
             .expect("a converged parent plans")
-            .apply;
+            .objects()
+            .cloned()
+            .collect();
         self.last_valid_spec = parent.data["spec"].clone();
         self.dirty.clear();
     }

@@ -250,7 +250,7 @@ impl Model {
             collect_strings(&parent["spec"], &mut allowed_secrets);
         }
         let own_service_accounts = names_of(plan, "ServiceAccount");
-        plan.apply.iter().find_map(|child| {
+        plan.objects().find_map(|child| {
             let problem = self.child_problem(child, &allowed_secrets, &own_service_accounts)?;
             let label = format!(
                 "{}/{} {:?}",
@@ -348,8 +348,7 @@ impl Model {
 
 /// Names of the plan's children of the core kind `kind`.
 fn names_of(plan: &Plan, kind: &str) -> BTreeSet<String> {
-    plan.apply
-        .iter()
+    plan.objects()
         .filter(|c| c["apiVersion"] == "v1" && c["kind"] == kind)
         .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
         .collect()

@@ -168,6 +168,12 @@ fn dropped_child_target(
         namespace: child.namespace()?,
         name: child.name_any(),
         uid: child.uid()?,
+        policy: crate::plan::delete_policy(
+            child
+                .annotations()
+                .get(crate::plan::ON_PRUNE_ANNOTATION)
+                .map(String::as_str),
+        ),
     })
 }
 

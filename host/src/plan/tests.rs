@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::plugin::Declaration;
+use crate::runtime::{Child, DeletePolicy};
 use crate::test_support::{kind, memcached_declaration};
 use serde_json::json;
 
@@ -24,7 +25,10 @@ fn parent() -> Value {
 
 fn response(children: Vec<Value>, status: Value) -> ReconcileResponse {
     ReconcileResponse {
-        children: children.iter().map(Value::to_string).collect(),
+        children: children
+            .iter()
+            .map(|c| Child::in_place(c.to_string()))
+            .collect(),
         status: status.to_string(),
         requeue_after_ms: None,
     }
@@ -62,7 +66,7 @@ fn plan_of(children: Vec<Value>, observed: &[Value]) -> Result<Plan, PlanError> 
 #[test]
 fn children_get_namespace_owner_reference_and_labels() {
     let plan = plan_of(vec![deployment("mc")], &[]).unwrap();
-    let meta = &plan.apply[0]["metadata"];
+    let meta = &plan.apply[0].object["metadata"];
     assert_eq!(meta["namespace"], "ns");
     assert_eq!(meta["labels"][MANAGED_BY_LABEL], MANAGED_BY);
     assert_eq!(meta["labels"][PLUGIN_LABEL], "memcached");
@@ -81,7 +85,7 @@ fn apply_order_puts_config_and_services_before_workloads() {
     let kinds: Vec<_> = plan
         .apply
         .iter()
-        .map(|c| c["kind"].as_str().unwrap())
+        .map(|c| c.object["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["ConfigMap", "Service", "Deployment"]);
 }
@@ -127,7 +131,7 @@ fn forged_ownership_is_a_policy_violation() {
 #[test]
 fn malformed_children_are_invalid_output() {
     let bad = ReconcileResponse {
-        children: vec!["{not json".into()],
+        children: vec![Child::in_place("{not json".into())],
         status: "{}".into(),
         requeue_after_ms: None,
     };
@@ -190,7 +194,11 @@ fn without_a_parent_uid_nothing_is_owned_or_pruned() {
     )
     .unwrap();
     assert!(plan.prune.is_empty());
-    assert!(plan.apply[0]["metadata"].get("ownerReferences").is_none());
+    assert!(
+        plan.apply[0].object["metadata"]
+            .get("ownerReferences")
+            .is_none()
+    );
 }
 
 #[test]
@@ -317,4 +325,183 @@ fn holds_agrees_with_the_projection_it_stands_for() {
         assert_eq!(holds(&cached, &desired), expected, "{desired}");
         assert_eq!(project(&desired, &cached) == desired, expected, "{desired}");
     }
+}
+
+/// Children with contract 0.2.0's options, planned for `parent()`.
+fn plan_with(children: Vec<Child>, observed: &[Value]) -> Result<Plan, PlanError> {
+    let response = ReconcileResponse {
+        children,
+        status: "{}".into(),
+        requeue_after_ms: None,
+    };
+    plan_from_response(&declaration(), &parent(), observed, response, "t")
+}
+
+fn with(object: Value, update: UpdateStrategy, ready_when: Option<Readiness>) -> Child {
+    Child {
+        update,
+        ready_when,
+        ..Child::in_place(object.to_string())
+    }
+}
+
+fn complete() -> Option<Readiness> {
+    Some(Readiness::Condition("Available".into()))
+}
+
+#[test]
+fn barriers_split_the_children_into_stages_each_ordered_by_kind() {
+    let config =
+        |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+    let plan = plan_with(
+        vec![
+            with(deployment("first"), UpdateStrategy::InPlace, None),
+            with(config("c1"), UpdateStrategy::InPlace, complete()),
+            with(deployment("second"), UpdateStrategy::Recreate, None),
+            with(service("s"), UpdateStrategy::CreateOnly, None),
+        ],
+        &[],
+    )
+    .unwrap();
+    let planned: Vec<(usize, &str, bool)> = plan
+        .apply
+        .iter()
+        .map(|c| {
+            (
+                c.stage,
+                c.object["metadata"]["name"].as_str().unwrap(),
+                c.barrier.is_some(),
+            )
+        })
+        .collect();
+    // Within a stage the kind order holds (the ConfigMap first); across stages the list's.
+    assert_eq!(
+        planned,
+        [
+            (0, "c1", true),
+            (0, "first", false),
+            (1, "s", false),
+            (1, "second", false)
+        ]
+    );
+    assert_eq!(plan.apply[3].update, UpdateStrategy::Recreate);
+    assert_eq!(plan.apply[2].update, UpdateStrategy::CreateOnly);
+    assert_eq!(
+        plan.apply[0].handling().as_deref(),
+        Some("stage 0: ready-when=condition Available")
+    );
+    assert_eq!(plan.apply[1].handling(), None);
+}
+
+#[test]
+fn a_barrier_the_host_cannot_judge_is_invalid_output() {
+    for (readiness, expected) in [
+        (Readiness::Condition(String::new()), "empty condition type"),
+        (
+            Readiness::FieldEquals(FieldValue {
+                path: "status..ready".into(),
+                value: "1".into(),
+            }),
+            "dotted path",
+        ),
+        (
+            Readiness::FieldEquals(FieldValue {
+                path: "status.phase".into(),
+                value: "Running".into(),
+            }),
+            "is not JSON",
+        ),
+    ] {
+        let err = plan_with(
+            vec![with(
+                deployment("d"),
+                UpdateStrategy::InPlace,
+                Some(readiness),
+            )],
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(err.reason(), "InvalidPluginOutput");
+        assert!(err.to_string().contains("child #0: ready-when"), "{err}");
+        assert!(err.to_string().contains(expected), "{err}");
+    }
+}
+
+#[test]
+fn an_orphan_child_carries_its_policy_to_the_prune_that_comes_later() {
+    let orphan = Child {
+        on_prune: DeletePolicy::Orphan,
+        ..Child::in_place(deployment("kept").to_string())
+    };
+    let plan = plan_with(vec![orphan], &[]).unwrap();
+    let annotations = &plan.apply[0].object["metadata"]["annotations"];
+    assert_eq!(annotations[ON_PRUNE_ANNOTATION], "orphan");
+
+    // No longer returned: the observed copy's annotation says orphan, another's says nothing.
+    let mut kept = owned(deployment("kept"), "c-1");
+    kept["metadata"]["annotations"] = json!({ON_PRUNE_ANNOTATION: "orphan"});
+    let gone = owned(deployment("gone"), "c-2");
+    let plan = plan_with(vec![], &[kept, gone]).unwrap();
+    let policies: Vec<(&str, DeletePolicy)> = plan
+        .prune
+        .iter()
+        .map(|t| (t.name.as_str(), t.policy))
+        .collect();
+    assert_eq!(
+        policies,
+        [
+            ("kept", DeletePolicy::Orphan),
+            ("gone", DeletePolicy::Delete)
+        ]
+    );
+}
+
+#[test]
+fn a_child_is_ready_once_its_controller_saw_this_generation_and_the_test_holds() {
+    let job = |generation: i64, seen: i64, complete: &str| {
+        json!({"kind": "Job", "metadata": {"name": "j", "generation": generation},
+               "status": {"observedGeneration": seen,
+                          "conditions": [{"type": "Complete", "status": complete}],
+                          "readyReplicas": 3}})
+    };
+    let complete = Readiness::Condition("Complete".into());
+    assert!(is_ready(&job(2, 2, "True"), &complete));
+    assert!(!is_ready(&job(2, 2, "False"), &complete));
+    assert!(
+        !is_ready(&job(3, 2, "True"), &complete),
+        "a newer spec is not seen yet"
+    );
+    let mut deleting = job(2, 2, "True");
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+    assert!(!is_ready(&deleting, &complete));
+    let three = Readiness::FieldEquals(FieldValue {
+        path: "status.readyReplicas".into(),
+        value: "3".into(),
+    });
+    assert!(is_ready(&job(1, 1, "False"), &three));
+    let four = Readiness::FieldEquals(FieldValue {
+        path: "status.readyReplicas".into(),
+        value: "4".into(),
+    });
+    assert!(!is_ready(&job(1, 1, "False"), &four));
+    assert_eq!(
+        describe_wait(&job(1, 1, "False"), &complete),
+        "Job \"j\" to have the condition Complete=True"
+    );
+}
+
+#[test]
+fn a_held_plan_says_what_it_waits_for_in_the_reconciled_condition() {
+    let plan = plan_of(vec![deployment("d")], &[]).unwrap();
+    let status = waiting_status(&parent(), plan.status, "waiting for Job \"j\"", "t2");
+    let condition = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == RECONCILED)
+        .unwrap();
+    assert_eq!(condition["status"], "False");
+    assert_eq!(condition["reason"], WAITING_FOR_READINESS);
+    assert_eq!(condition["message"], "waiting for Job \"j\"");
+    assert_eq!(status["observedGeneration"], 4);
 }

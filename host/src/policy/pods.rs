@@ -69,14 +69,18 @@ pub struct Allowed {
 }
 
 impl Allowed {
-    pub fn new(rules: &Effective, parent: &Value, children: &[Value]) -> Allowed {
+    pub fn new<'a>(
+        rules: &Effective,
+        parent: &Value,
+        children: impl Iterator<Item = &'a Value> + Clone,
+    ) -> Allowed {
         let mut parent_spec_strings = BTreeSet::new();
         if rules.secret_references == SecretReferences::ParentSpec {
             collect_strings(&parent["spec"], &mut parent_spec_strings);
         }
         let names_of = |kind: &str| -> BTreeSet<String> {
             children
-                .iter()
+                .clone()
                 .filter(|c| c["apiVersion"] == "v1" && c["kind"] == kind)
                 .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
                 .collect()

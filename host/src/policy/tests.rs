@@ -1,6 +1,8 @@
 //! Unit tests of the policy: parsing, every validation error, defaults, each check.
 
 use super::*;
+use crate::plan::PlannedChild;
+use crate::runtime::UpdateStrategy;
 use crate::test_support::{kind, memcached_declaration};
 use serde_json::json;
 
@@ -36,7 +38,15 @@ fn every_kind() -> Declaration {
 
 fn plan(children: Vec<Value>) -> Plan {
     Plan {
-        apply: children,
+        apply: children
+            .into_iter()
+            .map(|object| PlannedChild {
+                object,
+                update: UpdateStrategy::InPlace,
+                stage: 0,
+                barrier: None,
+            })
+            .collect(),
         prune: Vec::new(),
         status: json!({}),
         requeue_after: None,

@@ -62,17 +62,18 @@ use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Strategy, Trap,
 };
 
+pub use bindings::Contract;
 pub use bindings::types::{
-    FinalizeResponse, GroupVersionKind, LogLevel, PluginInfo, ReconcileError, ReconcileRequest,
-    ReconcileResponse,
+    Child, DeletePolicy, FieldValue, FinalizeResponse, GroupVersionKind, LogLevel, PluginInfo,
+    Readiness, ReconcileError, ReconcileRequest, ReconcileResponse, RelatedObjects,
+    RelatedResource, RelatedSelector, SecretView, UpdateStrategy,
 };
-pub use bindings::{CONTRACT, PLUGIN_INTERFACE};
 pub use cache::{CacheOutcome, CompileCache};
 
 pub use calls::{CallPriority, spawn_call};
 pub use sandbox::{MAX_RANDOM_BYTES, TABLE_ELEMENT_BYTES};
 
-use bindings::{Reconciler, ReconcilerPre};
+use bindings::{v0_1, v0_2};
 use sandbox::{SandboxState, StoreBounds};
 use slots::{CallSlots, Shortfall, SlotLedger};
 
@@ -99,7 +100,11 @@ pub enum Error {
         path: PathBuf,
         source: wasmtime::Error,
     },
-    #[error("plugin {} does not implement the contract {CONTRACT}: {detail}", path.display())]
+    #[error(
+        "plugin {} does not implement a contract this host serves ({}): {detail}",
+        path.display(),
+        served_contracts()
+    )]
     WrongContract { path: PathBuf, detail: String },
     #[error(
         "plugin {} asks for {asked} instance slots (one per concurrent call), but only {left} \
@@ -476,9 +481,11 @@ impl Runtime {
                     path: path.to_path_buf(),
                     detail: format!("it imports something the host does not provide: {e:#}"),
                 })?;
-        let pre = ReconcilerPre::new(pre).map_err(|e| Error::WrongContract {
-            path: path.to_path_buf(),
-            detail: describe_exports(&compiler.engine, &component, e),
+        let pre = PluginPre::new(&compiler.engine, &component, pre).map_err(|detail| {
+            Error::WrongContract {
+                path: path.to_path_buf(),
+                detail,
+            }
         })?;
         Ok(CompiledPlugin {
             runtime: self.clone(),
@@ -527,10 +534,16 @@ impl Compiler {
         let engine = Engine::new(&wasm).map_err(Error::ConfigureEngine)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(Error::ConfigureEngine)?;
-        bindings::host_log::add_to_linker::<
-            SandboxState,
-            wasmtime::component::HasSelf<SandboxState>,
-        >(&mut linker, |state| state)
+        // Each contract imports its own `host-log`; both are served by the same sandbox.
+        v0_1::host_log::add_to_linker::<SandboxState, wasmtime::component::HasSelf<SandboxState>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(Error::ConfigureEngine)?;
+        v0_2::host_log::add_to_linker::<SandboxState, wasmtime::component::HasSelf<SandboxState>>(
+            &mut linker,
+            |state| state,
+        )
         .map_err(Error::ConfigureEngine)?;
         Ok(Compiler { engine, linker })
     }
@@ -579,38 +592,137 @@ fn check_component_header(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Explains a failed export check: another contract, another version, or a bad signature.
-fn describe_exports(engine: &Engine, component: &Component, error: wasmtime::Error) -> String {
-    let exports: Vec<String> = component
-        .component_type()
-        .exports(engine)
-        .map(|(name, _)| name.to_string())
-        .collect();
-    let versioned_prefix = PLUGIN_INTERFACE
-        .split('@')
-        .next()
-        .unwrap_or(PLUGIN_INTERFACE);
-    if let Some(other) = exports.iter().find(|e| e.starts_with(versioned_prefix)) {
-        format!("it exports `{other}`, this host supports `{PLUGIN_INTERFACE}`")
-    } else if exports.iter().any(|e| e == PLUGIN_INTERFACE) {
-        format!("its `{PLUGIN_INTERFACE}` export does not match the contract: {error:#}")
-    } else {
-        format!(
-            "it does not export `{PLUGIN_INTERFACE}` (its exports: {})",
-            if exports.is_empty() {
-                "none".to_string()
-            } else {
-                exports.join(", ")
-            }
-        )
+/// The contracts the host serves, for messages: `operator-host:reconciler@0.2.0, ...@0.1.0`.
+fn served_contracts() -> String {
+    Contract::SERVED
+        .iter()
+        .map(|c| c.package())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A component's pre-instance, typed by the contract it exports.
+#[derive(Clone)]
+enum PluginPre {
+    V0_1(v0_1::ReconcilerPre<SandboxState>),
+    V0_2(v0_2::ReconcilerPre<SandboxState>),
+}
+
+/// One instance's `plugin` export, of the contract its component exports.
+enum Guest<'a> {
+    V0_1(&'a v0_1::guest::Guest),
+    V0_2(&'a v0_2::guest::Guest),
+}
+
+impl PluginPre {
+    /// Types `pre` by the contract the component exports; the error explains what it exports
+    /// instead (another contract, another version, or a bad signature).
+    fn new(
+        engine: &Engine,
+        component: &Component,
+        pre: wasmtime::component::InstancePre<SandboxState>,
+    ) -> Result<Self, String> {
+        let exports: Vec<String> = component
+            .component_type()
+            .exports(engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let exported =
+            |contract: Contract| exports.iter().any(|e| e == contract.plugin_interface());
+        if exported(Contract::V0_2) {
+            return v0_2::ReconcilerPre::new(pre)
+                .map(PluginPre::V0_2)
+                .map_err(|e| mismatch(Contract::V0_2, e));
+        }
+        if exported(Contract::V0_1) {
+            return v0_1::ReconcilerPre::new(pre)
+                .map(PluginPre::V0_1)
+                .map_err(|e| mismatch(Contract::V0_1, e));
+        }
+        let interface = Contract::NEWEST.plugin_interface();
+        let unversioned = interface.split('@').next().unwrap_or(interface);
+        Err(match exports.iter().find(|e| e.starts_with(unversioned)) {
+            Some(other) => format!(
+                "it exports `{other}`, a version this host does not know (it serves {})",
+                served_interfaces()
+            ),
+            None => format!(
+                "it exports none of {} (its exports: {})",
+                served_interfaces(),
+                if exports.is_empty() {
+                    "none".to_string()
+                } else {
+                    exports.join(", ")
+                }
+            ),
+        })
     }
+
+    fn contract(&self) -> Contract {
+        match self {
+            PluginPre::V0_1(_) => Contract::V0_1,
+            PluginPre::V0_2(_) => Contract::V0_2,
+        }
+    }
+
+    fn instance_pre(&self) -> &wasmtime::component::InstancePre<SandboxState> {
+        match self {
+            PluginPre::V0_1(pre) => pre.instance_pre(),
+            PluginPre::V0_2(pre) => pre.instance_pre(),
+        }
+    }
+
+    fn engine(&self) -> &Engine {
+        self.instance_pre().engine()
+    }
+
+    /// A fresh instance in `store`, and `f` run against its `plugin` export.
+    fn instantiate_and<R>(
+        &self,
+        store: &mut Store<SandboxState>,
+        f: impl FnOnce(Guest<'_>, &mut Store<SandboxState>) -> wasmtime::Result<R>,
+    ) -> Result<wasmtime::Result<R>, wasmtime::Error> {
+        Ok(match self {
+            PluginPre::V0_1(pre) => {
+                let instance = pre.instantiate(&mut *store)?;
+                f(
+                    Guest::V0_1(instance.operator_host_reconciler_plugin()),
+                    store,
+                )
+            }
+            PluginPre::V0_2(pre) => {
+                let instance = pre.instantiate(&mut *store)?;
+                f(
+                    Guest::V0_2(instance.operator_host_reconciler_plugin()),
+                    store,
+                )
+            }
+        })
+    }
+}
+
+/// The `plugin` interfaces of the contracts the host serves, for messages.
+fn served_interfaces() -> String {
+    Contract::SERVED
+        .iter()
+        .map(|c| format!("`{}`", c.plugin_interface()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A component that exports `contract`'s interface with other types than the contract's.
+fn mismatch(contract: Contract, error: wasmtime::Error) -> String {
+    format!(
+        "its `{}` export does not match the contract: {error:#}",
+        contract.plugin_interface()
+    )
 }
 
 /// A plugin that compiled and matches the contract, ready for sandboxed calls.
 #[derive(Clone)]
 pub struct CompiledPlugin {
     runtime: Arc<Runtime>,
-    pre: ReconcilerPre<SandboxState>,
+    pre: PluginPre,
     tier: Tier,
     /// The component's bytes, kept by a baseline build until it is optimized.
     tier_up_source: Option<Arc<[u8]>>,
@@ -651,6 +763,11 @@ impl CompiledPlugin {
             names(&mut component.imports(engine).map(|(name, _)| name)),
             names(&mut component.exports(engine).map(|(name, _)| name)),
         )
+    }
+
+    /// The contract the plugin implements.
+    pub fn contract(&self) -> Contract {
+        self.pre.contract()
     }
 
     /// Hex SHA-256 of the component's bytes.
@@ -757,9 +874,20 @@ impl CompiledPlugin {
     pub fn info(&self) -> Result<PluginInfo, CallError> {
         let seed = random_seed("info", []);
         let info = self.call("info", self.limits.info_timeout, &seed, |plugin, store| {
-            plugin.call_info(store)
+            Ok(match plugin {
+                Guest::V0_1(plugin) => plugin.call_info(store)?.into(),
+                Guest::V0_2(plugin) => plugin.call_info(store)?,
+            })
         })?;
-        let size = info.crd.len() + info.name.len() + info.version.len();
+        let related = info.related.iter().map(|r| {
+            r.name.len()
+                + match &r.selector {
+                    RelatedSelector::NameFromPath(text) | RelatedSelector::LabelSelector(text) => {
+                        text.len()
+                    }
+                }
+        });
+        let size = info.crd.len() + info.name.len() + info.version.len() + related.sum::<usize>();
         self.check_response_size("info", size)?;
         Ok(info)
     }
@@ -784,11 +912,21 @@ impl CompiledPlugin {
         context: &str,
     ) -> Result<Result<ReconcileResponse, ReconcileError>, CallError> {
         let result = self.call(context, self.limits.call_timeout, seed, |plugin, store| {
-            plugin.call_reconcile(store, request)
+            Ok(match plugin {
+                Guest::V0_1(plugin) => plugin
+                    .call_reconcile(store, &bindings::request_v0_1(request))?
+                    .map(Into::into)
+                    .map_err(Into::into),
+                Guest::V0_2(plugin) => plugin.call_reconcile(store, request)?,
+            })
         })?;
         if let Ok(response) = &result {
-            let size =
-                response.status.len() + response.children.iter().map(String::len).sum::<usize>();
+            let size = response.status.len()
+                + response
+                    .children
+                    .iter()
+                    .map(|child| child.object.len())
+                    .sum::<usize>();
             self.check_response_size(context, size)?;
         }
         Ok(result)
@@ -813,7 +951,13 @@ impl CompiledPlugin {
         context: &str,
     ) -> Result<Result<FinalizeResponse, ReconcileError>, CallError> {
         self.call(context, self.limits.call_timeout, seed, |plugin, store| {
-            plugin.call_finalize(store, request)
+            Ok(match plugin {
+                Guest::V0_1(plugin) => plugin
+                    .call_finalize(store, &bindings::request_v0_1(request))?
+                    .map(Into::into)
+                    .map_err(Into::into),
+                Guest::V0_2(plugin) => plugin.call_finalize(store, request)?,
+            })
         })
     }
 
@@ -861,7 +1005,7 @@ impl CompiledPlugin {
         context: &str,
         deadline: Duration,
         random_seed: &[u8; 32],
-        f: impl FnOnce(&bindings::guest::Guest, &mut Store<SandboxState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(Guest<'_>, &mut Store<SandboxState>) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         let runtime = &self.runtime;
         // Declared before the store, so dropped after it: the slot is free only once the
@@ -883,14 +1027,10 @@ impl CompiledPlugin {
         store.set_epoch_deadline(runtime.deadline_ticks(deadline));
         store.epoch_deadline_trap();
 
-        let outcome = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| self.classify_instantiate_failure(&store, e))
-            .and_then(|instance: Reconciler| {
-                f(instance.operator_host_reconciler_plugin(), &mut store)
-                    .map_err(|e| self.classify_failure(&store, deadline, e))
-            });
+        let outcome = match self.pre.instantiate_and(&mut store, f) {
+            Err(e) => Err(self.classify_instantiate_failure(&store, e)),
+            Ok(called) => called.map_err(|e| self.classify_failure(&store, deadline, e)),
+        };
         let stderr_tail = forward_output(&store, context);
         self.note_limit_hit(
             context,
@@ -965,7 +1105,11 @@ pub fn random_seed<'a>(function: &str, parts: impl IntoIterator<Item = &'a str>)
 
 /// The parent and each observed child of `request`.
 fn request_parts(request: &ReconcileRequest) -> impl Iterator<Item = &str> {
-    std::iter::once(request.parent.as_str()).chain(request.observed.iter().map(String::as_str))
+    std::iter::once(request.parent.as_str())
+        .chain(request.observed.iter().map(String::as_str))
+        .chain(request.related.iter().flat_map(|related| {
+            std::iter::once(related.name.as_str()).chain(related.objects.iter().map(String::as_str))
+        }))
 }
 
 /// Sends the guest's stdout/stderr to the host log; returns the end of stderr (panic messages).

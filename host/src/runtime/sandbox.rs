@@ -20,8 +20,8 @@ use wasmtime_wasi::{
 };
 
 use super::Limits;
-use super::bindings::host_log;
 use super::bindings::types::LogLevel;
+use super::bindings::{v0_1, v0_2};
 
 /// Everything one guest call may touch; dropped with the call's `Store`.
 pub struct SandboxState {
@@ -108,7 +108,15 @@ impl WasiView for SandboxState {
     }
 }
 
-impl host_log::Host for SandboxState {
+impl v0_1::host_log::Host for SandboxState {
+    fn log(&mut self, level: v0_1::types::LogLevel, message: String) {
+        v0_2::host_log::Host::log(self, level.into(), message);
+    }
+}
+
+impl v0_1::types::Host for SandboxState {}
+
+impl v0_2::host_log::Host for SandboxState {
     fn log(&mut self, level: LogLevel, message: String) {
         self.logged_bytes += message.len();
         if self.logged_bytes > self.max_output_bytes {
@@ -125,7 +133,7 @@ impl host_log::Host for SandboxState {
     }
 }
 
-impl super::bindings::types::Host for SandboxState {}
+impl v0_2::types::Host for SandboxState {}
 
 /// Bytes counted per table element against [`Limits::max_memory_bytes`]: what wasmtime 48
 /// reserves per element. Its pooling allocator sizes a table slot by

@@ -119,5 +119,6 @@ pub fn attack(attack: &str, count: u64) -> ReconcileRequest {
         })
         .to_string(),
         observed: vec![],
+        related: vec![],
     }
 }

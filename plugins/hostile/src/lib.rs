@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use kube::{CustomResource, CustomResourceExt};
 use operator_host_sdk::bindings::exports::operator_host::reconciler::plugin::Guest;
 use operator_host_sdk::bindings::operator_host::reconciler::types::{
-    FinalizeResponse, GroupVersionKind, PluginInfo, ReconcileError, ReconcileRequest,
-    ReconcileResponse,
+    Child, DeletePolicy, FinalizeResponse, GroupVersionKind, PluginInfo, ReconcileError,
+    ReconcileRequest, ReconcileResponse, UpdateStrategy,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -123,10 +123,20 @@ fn ok(
     status: serde_json::Value,
 ) -> Result<ReconcileResponse, ReconcileError> {
     Ok(ReconcileResponse {
-        children,
+        children: children.into_iter().map(in_place).collect(),
         status: status.to_string(),
         requeue_after_ms: None,
     })
+}
+
+/// A child applied in place, deleted on prune, no barrier.
+fn in_place(object: String) -> Child {
+    Child {
+        object,
+        update: UpdateStrategy::InPlace,
+        on_prune: DeletePolicy::Delete,
+        ready_when: None,
+    }
 }
 
 /// Executes the wasm `unreachable` instruction (a trap without a panic message).
@@ -226,6 +236,7 @@ impl Guest for Hostile {
             // Every Attack gets the host's finalizer; `hold-finalizer` keeps it until changed.
             needs_finalize: true,
             crd: serde_json::to_string(&Attack::crd()).unwrap_or_default(),
+            related: Vec::new(),
         }
     }
 
@@ -346,13 +357,13 @@ impl Guest for Hostile {
                     .and_then(|p| p["status"]["count"].as_u64())
                     .unwrap_or(0);
                 Ok(ReconcileResponse {
-                    children: vec![config_map(&name)],
+                    children: vec![in_place(config_map(&name))],
                     status: json!({"count": previous + 1}).to_string(),
                     requeue_after_ms: (parent.spec.target == "requeue-now").then_some(0),
                 })
             }
             "requeue-zero" => Ok(ReconcileResponse {
-                children: vec![config_map(&name)],
+                children: vec![in_place(config_map(&name))],
                 status: json!({"attack": "requeue-zero"}).to_string(),
                 requeue_after_ms: Some(0),
             }),

@@ -22,8 +22,7 @@ fn redis(replicas: i32) -> Redis {
 fn five_children_that_the_host_accepts_and_a_pending_status() {
     let plan = testing::reconcile::<RedisOperator>(&redis(3), &[], None).unwrap();
     let mut kinds: Vec<_> = plan
-        .apply
-        .iter()
+        .objects()
         .map(|c| c["kind"].as_str().unwrap())
         .collect();
     kinds.sort();

@@ -6,7 +6,7 @@
 // (relative imports only, no bundler), the SDK beside it with `@operator-host/sdk` pointed at
 // it, and a generated entry module hands the component's `host-log` import to the SDK and
 // re-exports the plugin's `plugin`. Then componentize-js builds it against the SDK's copy of
-// the contract (wit/reconciler.wit).
+// the contract 0.1.0 (wit/reconciler.wit, a copy of the repository's wit/0.1.0/).
 
 import { componentize } from '@bytecodealliance/componentize-js';
 import { init, parse } from 'es-module-lexer';

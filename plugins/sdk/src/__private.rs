@@ -2,11 +2,15 @@
 
 use kube::CustomResourceExt;
 
+use crate::bindings::operator_host::reconciler::types as wit;
 use crate::bindings::operator_host::reconciler::types::{
     FinalizeResponse, GroupVersionKind, PluginInfo, ReconcileError, ReconcileRequest,
     ReconcileResponse,
 };
-use crate::{Error, Finalized, Kind, Observed, Reconciler};
+use crate::{
+    ChildOptions, DeletePolicy, Error, Finalized, Kind, Observed, Readiness, Reconciler, Related,
+    RelatedSelector, SecretView, UpdateStrategy,
+};
 
 impl From<Kind> for GroupVersionKind {
     fn from(kind: Kind) -> Self {
@@ -17,6 +21,45 @@ impl From<Kind> for GroupVersionKind {
             plural: kind.plural,
             namespaced: kind.namespaced,
         }
+    }
+}
+
+impl From<Related> for wit::RelatedResource {
+    fn from(related: Related) -> Self {
+        wit::RelatedResource {
+            name: related.name,
+            kind: related.kind.into(),
+            selector: match related.selector {
+                RelatedSelector::NameFromPath(path) => wit::RelatedSelector::NameFromPath(path),
+                RelatedSelector::LabelSelector(s) => wit::RelatedSelector::LabelSelector(s),
+            },
+            secret_view: match related.secret_view {
+                SecretView::DataHash => wit::SecretView::DataHash,
+                SecretView::Full => wit::SecretView::Full,
+            },
+        }
+    }
+}
+
+/// A desired child and its options as the contract's `child`.
+fn child(object: &serde_json::Value, options: ChildOptions) -> wit::Child {
+    wit::Child {
+        object: object.to_string(),
+        update: match options.update {
+            UpdateStrategy::InPlace => wit::UpdateStrategy::InPlace,
+            UpdateStrategy::Recreate => wit::UpdateStrategy::Recreate,
+            UpdateStrategy::CreateOnly => wit::UpdateStrategy::CreateOnly,
+        },
+        on_prune: match options.on_prune {
+            DeletePolicy::Delete => wit::DeletePolicy::Delete,
+            DeletePolicy::Orphan => wit::DeletePolicy::Orphan,
+        },
+        ready_when: options.ready_when.map(|readiness| match readiness {
+            Readiness::Condition(type_) => wit::Readiness::Condition(type_),
+            Readiness::FieldEquals { path, value } => {
+                wit::Readiness::FieldEquals(wit::FieldValue { path, value })
+            }
+        }),
     }
 }
 
@@ -52,6 +95,7 @@ pub fn info<R: Reconciler>(version: &str) -> PluginInfo {
         needs_finalize: R::NEEDS_FINALIZE,
         // A CRD built from k8s-openapi types always serializes.
         crd: serde_json::to_string(&R::Parent::crd()).unwrap_or_default(),
+        related: R::related().into_iter().map(Into::into).collect(),
     }
 }
 
@@ -60,10 +104,11 @@ fn decode_request<R: Reconciler>(
 ) -> Result<(R::Parent, Observed), Error> {
     let parent = serde_json::from_str(&request.parent)
         .map_err(|e| Error::Retry(format!("the parent is not valid JSON: {e}")))?;
-    Ok((
-        decode_parent::<R>(parent)?,
-        Observed::from_json(&request.observed)?,
-    ))
+    let mut observed = Observed::from_json(&request.observed)?;
+    for related in &request.related {
+        observed.add_related_json(&related.name, &related.objects)?;
+    }
+    Ok((decode_parent::<R>(parent)?, observed))
 }
 
 /// The parent as `R::Parent`. Its status is the plugin's own earlier output, not the user's
@@ -104,7 +149,17 @@ pub fn reconcile<R: Reconciler>(
     let (parent, observed) = decode_request::<R>(&request)?;
     let desired = R::reconcile(&parent, &observed)?;
     Ok(ReconcileResponse {
-        children: desired.children.iter().map(|c| c.to_string()).collect(),
+        children: desired
+            .children
+            .iter()
+            .enumerate()
+            .map(|(index, object)| {
+                child(
+                    object,
+                    desired.options.get(index).cloned().unwrap_or_default(),
+                )
+            })
+            .collect(),
         status: desired.status.to_string(),
         requeue_after_ms: desired.requeue_after.map(|d| d.as_millis() as u64),
     })

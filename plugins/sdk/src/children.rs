@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::Error;
+use crate::{ChildOptions, Error};
 
 /// A Kubernetes kind a plugin reconciles or creates.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,16 +65,27 @@ pub fn child_meta(name: impl Into<String>, labels: BTreeMap<String, String>) -> 
     }
 }
 
-/// The children the host observed for one parent, as read from the API server.
+/// The children the host observed for one parent, as read from the API server, and the
+/// related objects the plugin declared ([`crate::Reconciler::related`]).
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
     objects: Vec<Value>,
+    related: BTreeMap<String, Vec<Value>>,
 }
 
 impl Observed {
     /// Observed children from already-parsed JSON objects.
     pub fn new(objects: Vec<Value>) -> Self {
-        Observed { objects }
+        Observed {
+            objects,
+            related: BTreeMap::new(),
+        }
+    }
+
+    /// The same, with `objects` as the related objects declared as `name` (for tests).
+    pub fn with_related(mut self, name: impl Into<String>, objects: Vec<Value>) -> Self {
+        self.related.insert(name.into(), objects);
+        self
     }
 
     /// Observed children from the JSON texts of the request.
@@ -88,7 +99,36 @@ impl Observed {
                 })
             })
             .collect::<Result<_, _>>()?;
-        Ok(Observed { objects })
+        Ok(Observed::new(objects))
+    }
+
+    /// Adds the related objects declared as `name`, from the JSON texts of the request.
+    pub(crate) fn add_related_json(&mut self, name: &str, texts: &[String]) -> Result<(), Error> {
+        let objects = texts
+            .iter()
+            .enumerate()
+            .map(|(index, text)| {
+                serde_json::from_str(text).map_err(|e| {
+                    Error::Retry(format!("related {name} #{index} is not valid JSON: {e}"))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        self.related.insert(name.to_string(), objects);
+        Ok(())
+    }
+
+    /// The related objects declared as `name` ([`crate::Related`]), decoded as `K`: empty when
+    /// none matches (a name that was not declared is empty too).
+    pub fn related<K>(&self, name: &str) -> Result<Vec<K>, Error>
+    where
+        K: k8s_openapi::Resource + DeserializeOwned,
+    {
+        self.related_json(name).iter().map(decode::<K, K>).collect()
+    }
+
+    /// The related objects declared as `name`, as JSON.
+    pub fn related_json(&self, name: &str) -> &[Value] {
+        self.related.get(name).map(Vec::as_slice).unwrap_or(&[])
     }
 
     /// The observed child of type `K` named `name`, if there is one.
@@ -165,6 +205,9 @@ fn decode<'a, K: k8s_openapi::Resource, T: Deserialize<'a>>(object: &'a Value) -
 pub struct Desired {
     /// The desired children as JSON objects (with `apiVersion` and `kind`).
     pub children: Vec<Value>,
+    /// How the host handles each child, by index in `children`; a child without an entry
+    /// gets [`ChildOptions::default`].
+    pub options: Vec<ChildOptions>,
     /// The parent's status as a JSON object.
     pub status: Value,
     /// Call again after this long even if nothing changes.
@@ -176,6 +219,7 @@ impl Desired {
     pub fn new() -> Self {
         Desired {
             children: Vec::new(),
+            options: Vec::new(),
             status: Value::Object(Default::default()),
             requeue_after: None,
         }
@@ -190,6 +234,15 @@ impl Desired {
     where
         K: k8s_openapi::Resource + Serialize,
     {
+        self.child_with(child, ChildOptions::default())
+    }
+
+    /// Adds a typed child that the host applies, prunes or waits for as `options` say: an
+    /// update strategy, a delete policy, a readiness barrier for the children added after it.
+    pub fn child_with<K>(&mut self, child: &K, options: ChildOptions) -> Result<&mut Self, Error>
+    where
+        K: k8s_openapi::Resource + Serialize,
+    {
         let mut value = serde_json::to_value(child)
             .map_err(|e| Error::Retry(format!("cannot serialize a {}: {e}", K::KIND)))?;
         // k8s-openapi types serialize apiVersion/kind themselves; custom types may not.
@@ -200,7 +253,11 @@ impl Desired {
                 .or_insert_with(|| Value::String(K::KIND.to_string()));
         }
         crate::view::stamp_spec_hash(&mut value);
+        // Children pushed directly onto `children` have no entry: pad with the default.
+        self.options
+            .resize(self.children.len(), ChildOptions::default());
         self.children.push(value);
+        self.options.push(options);
         Ok(self)
     }
 
@@ -215,6 +272,15 @@ impl Desired {
     pub fn requeue_after(&mut self, after: Duration) -> &mut Self {
         self.requeue_after = Some(after);
         self
+    }
+
+    /// The options of the child of type `K` named `name`, if it is desired.
+    pub fn options_of<K: k8s_openapi::Resource>(&self, name: &str) -> Option<ChildOptions> {
+        let index = self
+            .children
+            .iter()
+            .position(|o| is_kind::<K>(o) && o["metadata"]["name"].as_str() == Some(name))?;
+        Some(self.options.get(index).cloned().unwrap_or_default())
     }
 
     /// The desired child of type `K` named `name`, decoded: handy in unit tests. A child that

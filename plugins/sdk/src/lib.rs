@@ -7,7 +7,7 @@ pub mod bindings {
     //! Bindings generated from the contract in `wit/`; plugin authors rarely need them.
     wit_bindgen::generate!({
         path: "wit",
-        world: "operator-host:reconciler/reconciler@0.1.0",
+        world: "operator-host:reconciler/reconciler@0.2.0",
         pub_export_macro: true,
         export_macro_name: "__export_reconciler_bindings",
         default_bindings_module: "operator_host_sdk::bindings",
@@ -17,6 +17,7 @@ pub mod bindings {
 mod children;
 mod error;
 pub mod log;
+mod options;
 mod reconciler;
 pub mod resources;
 mod security;
@@ -28,6 +29,9 @@ pub mod __private;
 
 pub use children::{Desired, Kind, Observed, child_meta, kind_of};
 pub use error::Error;
+pub use options::{
+    ChildOptions, DeletePolicy, Readiness, Related, RelatedSelector, SecretView, UpdateStrategy,
+};
 pub use reconciler::{Finalized, Reconciler};
 pub use resources::validate_container_resources;
 pub use security::{restricted_container_security_context, restricted_pod_security_context};

@@ -3,7 +3,7 @@
 use kube::CustomResourceExt;
 use serde::de::DeserializeOwned;
 
-use crate::{Desired, Error, Kind, Observed};
+use crate::{Desired, Error, Kind, Observed, Related};
 
 /// The outcome of a successful `finalize`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +27,13 @@ pub trait Reconciler {
 
     /// Every kind `reconcile` may return. The host watches and prunes exactly these.
     fn children() -> Vec<Kind>;
+
+    /// Other objects the plugin reads (a Secret named in the spec, ConfigMaps by label): the
+    /// host watches them, passes them in [`Observed::related`], and reconciles the parents
+    /// that refer to one when it changes. None by default.
+    fn related() -> Vec<Related> {
+        Vec::new()
+    }
 
     /// The desired children and status of `parent`, given the children the host observed.
     fn reconcile(parent: &Self::Parent, observed: &Observed) -> Result<Desired, Error>;

@@ -1,10 +1,10 @@
-//! Test-only plugin that implements contract version 0.2.0: the host must refuse to load it.
+//! Test-only plugin that implements contract version 9.0.0, which does not exist: the host must refuse to load it.
 // wit-bindgen expands `unsafe` export glue into this crate (the SDK hides it for real plugins).
 #![allow(unsafe_code)]
 
 wit_bindgen::generate!({
     path: "wit",
-    world: "operator-host:reconciler/reconciler@0.2.0",
+    world: "operator-host:reconciler/reconciler@9.0.0",
 });
 
 use exports::operator_host::reconciler::plugin::Guest;

@@ -1,6 +1,14 @@
 //! Applying a plan's children: server-side apply in plan order, each write carrying the UID
 //! the host believes the child has, and one event per child that changed.
 //!
+//! A plan comes in stages (contract 0.2.0's barriers): a stage is applied only once the
+//! barrier child of the one before is ready, as the API server answered its apply (or as the
+//! cache has it, when nothing needed applying). Update strategies: `create-only` children
+//! that exist are not written; `recreate` children whose change the API server refuses as
+//! immutable are deleted (UID precondition, foreground) and created again by a later
+//! reconcile, once the deletion is seen; `in-place` ones report that refusal
+//! ([`Error::ImmutableField`]) instead of retrying it.
+//!
 //! A child is not applied again when the plugin wants the body this host last applied to it
 //! and the cached child still holds every field of that body with its value: the apply would
 //! change nothing. A field someone else changed shows in the cache (and its watch event
@@ -21,7 +29,9 @@
 //!   between the live read and the apply would be taken over.
 
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+};
 use kube::runtime::events::EventType;
 use serde_json::Value;
 
@@ -31,8 +41,9 @@ use super::{Error, PluginContext, child_reference, publish, spend_write};
 use crate::controller::{FIELD_MANAGER, api_for};
 use crate::faults;
 use crate::metrics::KindLabels;
-use crate::plan::{Plan, holds, project};
+use crate::plan::{Plan, PlannedChild, describe_wait, holds, is_ready, project};
 use crate::plugin::{KindRef, Plugin};
+use crate::runtime::UpdateStrategy;
 
 /// How one apply changed a child, as its event says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,22 +61,51 @@ impl ChildChange {
     }
 }
 
-/// Server-side applies each child in plan order; returns how many changed.
+/// What applying a plan did.
+#[derive(Debug, Default)]
+pub(super) struct Applied {
+    /// Children that changed.
+    pub changed: usize,
+    /// When a barrier held the plan: what it waits for, and how many children wait with it.
+    pub waiting: Option<String>,
+}
+
+/// Server-side applies each child in plan order, stage by stage, as far as the barriers let.
 pub(super) async fn apply_children(
     parent: &DynamicObject,
     ctx: &PluginContext,
     plugin: &Plugin,
     plan: &Plan,
     observed: &[Value],
-) -> Result<usize, Error> {
-    let mut changed = 0;
+) -> Result<Applied, Error> {
+    let mut outcome = Applied::default();
+    // The child that closed the stage being applied, as the API server has it now.
+    let mut barrier: Option<(&PlannedChild, Option<Value>)> = None;
     let mut parent_checked = false;
     let last_applied = lock(&ctx.parents)
         .get(&state_key(parent))
         .map(|state| state.applied.clone())
         .unwrap_or_default();
     let mut applied = std::collections::HashMap::with_capacity(plan.apply.len());
-    for child in &plan.apply {
+    for (index, planned) in plan.apply.iter().enumerate() {
+        if let Some((closing, live)) = &barrier
+            && closing.stage < planned.stage
+        {
+            let readiness = closing
+                .barrier
+                .as_ref()
+                .expect("a barrier child has a readiness");
+            if !live.as_ref().is_some_and(|live| is_ready(live, readiness)) {
+                outcome.waiting = Some(format!(
+                    "waiting for {}; {} more children after it are not applied yet",
+                    describe_wait(&closing.object, readiness),
+                    plan.apply.len() - index
+                ));
+                break;
+            }
+            barrier = None;
+        }
+        let child = &planned.object;
         let Some(kind) = plugin.decl.children.iter().find(|k| k.matches(child)) else {
             continue; // the plan only contains declared kinds
         };
@@ -84,11 +124,22 @@ pub(super) async fn apply_children(
             plugin: plugin.decl.name.clone(),
             kind: kind.kind.clone(),
         };
-        if last_applied.get(&key) == Some(&body)
-            && cached.as_ref().is_some_and(|cached| holds(cached, child))
-        {
+        let closes_stage = planned.barrier.is_some();
+        let unchanged = last_applied.get(&key) == Some(&body)
+            && cached.as_ref().is_some_and(|cached| holds(cached, child));
+        // Being deleted (a recreate under way): written again once it is gone.
+        let deleting = cached
+            .as_ref()
+            .is_some_and(|c| !c["metadata"]["deletionTimestamp"].is_null());
+        let exists_as_is = planned.update == UpdateStrategy::CreateOnly && cached.is_some();
+        if unchanged || deleting || exists_as_is {
             ctx.metrics.applies_skipped.get_or_create(&labels()).inc();
-            applied.insert(key, body);
+            if !deleting {
+                applied.insert(key, body);
+            }
+            if closes_stage {
+                barrier = Some((planned, cached));
+            }
             continue;
         }
         let before = match cached {
@@ -96,6 +147,13 @@ pub(super) async fn apply_children(
             // Not in our caches: it must not exist, or be ours and not cached yet.
             None => read_owned(&api, kind, &name, parent).await?,
         };
+        if planned.update == UpdateStrategy::CreateOnly && before.is_some() {
+            applied.insert(key, body);
+            if closes_stage {
+                barrier = Some((planned, before));
+            }
+            continue;
+        }
         if before.is_none() && !parent_checked {
             ensure_parent_current(parent, ctx, plugin).await?;
             parent_checked = true;
@@ -114,15 +172,39 @@ pub(super) async fn apply_children(
                 let after = apply_believing(ctx, plugin, &api, kind, child, live.as_ref()).await?;
                 (live, after)
             }
+            Err(Error::Apply { source, .. }) if is_immutable_refusal(&source) => {
+                let message = api_message(&source);
+                match (planned.update, before.as_ref()) {
+                    (UpdateStrategy::Recreate, Some(existing)) => {
+                        recreate(ctx, plugin, parent, &api, kind, existing, &message).await?;
+                        outcome.changed += 1;
+                        if closes_stage {
+                            barrier = Some((planned, None));
+                        }
+                        continue;
+                    }
+                    _ => {
+                        return Err(Error::ImmutableField {
+                            kind: kind.kind.clone(),
+                            name,
+                            message,
+                        });
+                    }
+                }
+            }
             result => (before, result?),
         };
         faults::crash_point(faults::Step::Apply);
         ctx.metrics.applies.get_or_create(&labels()).inc();
         applied.insert(key, body);
-        let Some(change) = child_change(child, before.as_ref(), &after) else {
+        let change = child_change(child, before.as_ref(), &after);
+        if closes_stage {
+            barrier = Some((planned, Some(after.clone())));
+        }
+        let Some(change) = change else {
             continue;
         };
-        changed += 1;
+        outcome.changed += 1;
         let reason = change.reason();
         let text = |field: &str| after["metadata"][field].as_str().unwrap_or_default();
         let related = child_reference(kind, text("namespace"), &name, text("uid"));
@@ -138,12 +220,109 @@ pub(super) async fn apply_children(
         )
         .await;
     }
+    if outcome.waiting.is_none()
+        && let Some((closing, live)) = &barrier
+    {
+        // The last stage's barrier holds nothing back, but the parent is not reconciled
+        // until it is ready either: what it waits for is what the plugin asked for.
+        let readiness = closing
+            .barrier
+            .as_ref()
+            .expect("a barrier child has a readiness");
+        if !live.as_ref().is_some_and(|live| is_ready(live, readiness)) {
+            outcome.waiting = Some(format!(
+                "waiting for {}",
+                describe_wait(&closing.object, readiness)
+            ));
+        }
+    }
     // Only the children of this plan: one it no longer returns is pruned, not remembered.
+    // Children after a barrier that holds are not remembered either: they were not applied.
     lock(&ctx.parents)
         .entry(state_key(parent))
         .or_default()
         .applied = applied;
-    Ok(changed)
+    Ok(outcome)
+}
+
+/// Deletes `existing` (a `recreate` child whose change was refused as immutable) in the
+/// foreground, with its UID as precondition; the reconcile that sees it gone creates it anew.
+async fn recreate(
+    ctx: &PluginContext,
+    plugin: &Plugin,
+    parent: &DynamicObject,
+    api: &Api<DynamicObject>,
+    kind: &KindRef,
+    existing: &Value,
+    refusal: &str,
+) -> Result<(), Error> {
+    let name = existing["metadata"]["name"].as_str().unwrap_or_default();
+    let uid = existing["metadata"]["uid"].as_str().unwrap_or_default();
+    spend_write(ctx, &plugin.decl.name, "recreate").await;
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        propagation_policy: Some(PropagationPolicy::Foreground),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => {}
+        // Gone already, or replaced: the next reconcile sees what is there.
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+        Err(source) => {
+            return Err(Error::Prune {
+                kind: kind.kind.clone(),
+                name: name.to_string(),
+                source,
+            });
+        }
+    }
+    let namespace = existing["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default();
+    let related = child_reference(kind, namespace, name, uid);
+    let note = format!(
+        "Recreating {} {name}: its change was refused as immutable ({refusal})",
+        kind.kind
+    );
+    publish(
+        ctx,
+        plugin,
+        parent,
+        EventType::Normal,
+        "Recreating",
+        note,
+        Some(related),
+    )
+    .await;
+    Ok(())
+}
+
+/// Whether an apply was refused because it changes what cannot change after creation (a
+/// Job's template, a Deployment's selector, most of a StatefulSet's spec): 422 with the API
+/// server's wording for it. Any other refusal (an invalid value) is not one: deleting the
+/// child could not make it valid.
+fn is_immutable_refusal(error: &kube::Error) -> bool {
+    let kube::Error::Api(status) = error else {
+        return false;
+    };
+    let message = status.message.to_ascii_lowercase();
+    status.code == 422
+        && !is_uid_conflict(error)
+        && (message.contains("field is immutable")
+            || message.contains("is immutable after creation")
+            || message.contains("may not change once set")
+            || message.contains("forbidden: updates to"))
+}
+
+/// The API server's message of `error`.
+fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// Fails with [`Error::StaleParent`] unless `parent` still exists with the UID the host has:

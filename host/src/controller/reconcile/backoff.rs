@@ -111,6 +111,10 @@ pub(super) fn retry_after(states: &ParentStates, parent: &DynamicObject, error: 
     {
         return Action::await_change();
     }
+    // The same apply would be refused again: only a change of the parent or the child helps.
+    if let Error::ImmutableField { .. } = error {
+        return Action::await_change();
+    }
     let failures = {
         let mut states = lock(states);
         let state = states.entry(state_key(parent)).or_default();

@@ -55,6 +55,17 @@ pub enum Error {
         source: kube::Error,
     },
     #[error(
+        "{kind} {name:?} cannot be updated in place: the API server refuses the change as \
+         immutable ({message}); the host tries again when the parent or the child changes \
+         (a plugin that wants it deleted and created again returns it with the update \
+         strategy `recreate`)"
+    )]
+    ImmutableField {
+        kind: String,
+        name: String,
+        message: String,
+    },
+    #[error(
         "{kind} {name:?} already exists and is not owned by this parent; \
          the host neither adopts nor overwrites it"
     )]
@@ -99,6 +110,7 @@ impl Error {
             Error::Plan(error) => error.reason(),
             Error::Apply { .. } | Error::Read { .. } => "ApplyFailed",
             Error::NotOwned { .. } => "ChildNotOwned",
+            Error::ImmutableField { .. } => "ImmutableField",
             Error::Prune { .. } => "PruneFailed",
             Error::WriteStatus(_) => "StatusWriteFailed",
             Error::Finalizer(_) => "FinalizerFailed",
@@ -247,11 +259,20 @@ async fn reconcile_parent(
         finalizer::add(parent, ctx, &api).await?;
     }
     let applied = apply::apply_children(parent, ctx, plugin, &plan, &observed).await?;
-    prune::prune_children(parent, ctx, plugin, &plan).await?;
-    status::check_status_churn(parent, ctx, rules, &parent_json, &observed, &plan.status)?;
-    status::write_status(parent, ctx, &api, &parent_json, plan.status.clone()).await?;
-    if applied > 0 {
-        tracing::debug!(parent = %parent_key(parent), applied, "reconciled");
+    let status = match &applied.waiting {
+        // Held at a barrier: nothing is pruned until every stage is applied.
+        Some(waiting) => {
+            plan::waiting_status(&parent_json, plan.status.clone(), waiting, &now_rfc3339())
+        }
+        None => {
+            prune::prune_children(parent, ctx, plugin, &plan).await?;
+            plan.status.clone()
+        }
+    };
+    status::check_status_churn(parent, ctx, rules, &parent_json, &observed, &status)?;
+    status::write_status(parent, ctx, &api, &parent_json, status).await?;
+    if applied.changed > 0 {
+        tracing::debug!(parent = %parent_key(parent), applied = applied.changed, waiting = ?applied.waiting, "reconciled");
     }
     let requeue = plan.requeue_after.unwrap_or(ctx.resync);
     Ok(Action::requeue(requeue.max(rules.min_requeue)))
