@@ -244,7 +244,8 @@ fn a_component_of_another_contract_is_refused() {
     let Error::WrongContract { detail, .. } = &error else {
         panic!("expected WrongContract, got {error:?}");
     };
-    assert!(detail.contains("does not export"), "{detail}");
+    assert!(detail.contains("it exports none of"), "{detail}");
+    assert!(detail.contains("its exports: run"), "{detail}");
 }
 
 // --- Memory: one budget for all the memories and tables of a call -------------------------

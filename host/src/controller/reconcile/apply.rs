@@ -317,11 +317,30 @@ fn is_immutable_refusal(error: &kube::Error) -> bool {
             || message.contains("forbidden: updates to"))
 }
 
-/// The API server's message of `error`.
+/// What the API server refused, briefly: `spec.template: field is immutable` for each field
+/// it names (its message repeats the whole refused value, a pod template for a Job).
 fn api_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) => status.message.clone(),
-        other => other.to_string(),
+    const MOST: usize = 300;
+    let kube::Error::Api(status) = error else {
+        return error.to_string();
+    };
+    let causes: Vec<String> = status
+        .details
+        .iter()
+        .flat_map(|details| &details.causes)
+        .map(|cause| {
+            let message = cause.message.rsplit(": ").next().unwrap_or(&cause.message);
+            format!(
+                "{}: {}",
+                cause.field,
+                message.chars().take(MOST).collect::<String>()
+            )
+        })
+        .collect();
+    if causes.is_empty() {
+        status.message.chars().take(MOST).collect()
+    } else {
+        causes.join("; ")
     }
 }
 
@@ -426,13 +445,16 @@ fn with_uid_precondition(child: &Value, believed: Option<&Value>) -> Value {
     body
 }
 
-/// Whether an apply failed because the object's UID is not the one it carried: 422 "field is
-/// immutable" when another object has the name now, 409 "uid mismatch" when none has.
+/// Whether an apply failed because the object's UID is not the one it carried: 422
+/// "metadata.uid: ... field is immutable" when another object has the name now, 409 "uid
+/// mismatch" when none has. (Other refusals may mention a UID too: a Job's template carries
+/// its `controller-uid` label.)
 fn is_uid_conflict(error: &kube::Error) -> bool {
     match error {
         kube::Error::Api(status) => {
             let message = status.message.to_ascii_lowercase();
-            (status.code == 409 || status.code == 422) && message.contains("uid")
+            (status.code == 422 && message.contains("metadata.uid"))
+                || (status.code == 409 && message.contains("uid mismatch"))
         }
         _ => false,
     }
@@ -563,5 +585,53 @@ mod tests {
             "Apply failed with 1 conflict"
         )));
         assert!(!is_uid_conflict(&status(500, "uid")));
+        // A Job's template names its controller-uid label: that is no conflict of the UID.
+        assert!(!is_uid_conflict(&status(
+            422,
+            "Job.batch \"s\" is invalid: spec.template: Invalid value: {\"labels\":\
+             {\"controller-uid\":\"614c\"}}: field is immutable"
+        )));
+    }
+
+    #[test]
+    fn an_immutable_refusal_is_told_apart_and_summed_up_by_field() {
+        let refusal = |message: &str, causes: Vec<kube::core::response::StatusCause>| {
+            let details = kube::core::response::StatusDetails {
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes,
+                retry_after_seconds: 0,
+            };
+            kube::Error::Api(
+                kube::core::Status::failure(message, "Invalid")
+                    .with_code(422)
+                    .with_details(details)
+                    .boxed(),
+            )
+        };
+        let job = refusal(
+            "Job.batch \"s\" is invalid: spec.template: Invalid value: {\"Spec\":{}}: field is immutable",
+            vec![kube::core::response::StatusCause {
+                reason: "FieldValueInvalid".into(),
+                message: "Invalid value: {\"Spec\":{}}: field is immutable".into(),
+                field: "spec.template".into(),
+            }],
+        );
+        assert!(is_immutable_refusal(&job));
+        assert_eq!(api_message(&job), "spec.template: field is immutable");
+        let stateful_set = refusal(
+            "StatefulSet.apps \"db\" is invalid: spec: Forbidden: updates to statefulset spec for \
+             fields other than 'replicas' are forbidden",
+            vec![],
+        );
+        assert!(is_immutable_refusal(&stateful_set));
+        // A value the API server refuses on create as well is not made valid by a recreate.
+        let invalid = refusal(
+            "Deployment.apps \"d\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0",
+            vec![],
+        );
+        assert!(!is_immutable_refusal(&invalid));
     }
 }
