@@ -244,7 +244,8 @@ impl Fixture {
     }
 
     fn plan(&self) -> operator_host::plan::Plan {
-        operator_host::plan::plan(&self.plugin, &self.parent, &self.observed, NOW).expect("plan")
+        operator_host::plan::plan(&self.plugin, &self.parent, &self.observed, Vec::new(), NOW)
+            .expect("plan")
     }
 }
 

@@ -226,7 +226,7 @@ fn name(parent: &Value) -> &str {
 
 /// One `reconcile` of `parent`, as the host calls it.
 fn call(plugin: &Plugin, parent: &Value) -> Answer {
-    let (request, seed) = plan::request("reconcile", parent, &[]);
+    let (request, seed) = plan::request("reconcile", parent, &[], Vec::new());
     match plugin
         .compiled
         .reconcile_seeded(&request, &seed, "conformance")

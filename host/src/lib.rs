@@ -3,6 +3,8 @@
 //! - [`runtime`]: the wasm engine, compile cache and sandboxed calls (knows nothing of Kubernetes).
 //! - [`plugin`]: a loaded plugin whose declaration (`info`) was validated.
 //! - [`plan`]: the one pure function from plugin output to what the host will do.
+//! - [`related`]: the other objects a plugin reads, chosen and presented the same in `run`
+//!   and `render`; [`labels`] parses the label selectors that choose them.
 //! - [`policy`]: the administrator's policy: what each plugin may produce, and its limits.
 //! - [`rbac`]: the ClusterRole the host needs for a set of plugins under a policy.
 //! - [`render`]: offline rendering of a CR through a plugin, using [`plan`].
@@ -21,6 +23,7 @@ pub mod conformance;
 pub mod controller;
 pub mod faults;
 pub mod files;
+pub mod labels;
 pub mod leader;
 pub mod metrics;
 pub mod oci;
@@ -30,6 +33,7 @@ pub mod plugin;
 pub mod policy;
 pub mod rbac;
 pub mod registry;
+pub mod related;
 pub mod render;
 pub mod runtime;
 pub mod scaffold;

@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use crate::plugin::{Declaration, KindRef, Plugin};
 use crate::runtime::{
     CallError, DeletePolicy, FieldValue, Readiness, ReconcileError, ReconcileRequest,
-    ReconcileResponse, UpdateStrategy,
+    ReconcileResponse, RelatedObjects, UpdateStrategy,
 };
 
 /// Label every managed child carries: who manages it.
@@ -164,15 +164,17 @@ struct Parent<'a> {
 
 /// Calls the plugin for `parent` and turns its answer into a [`Plan`].
 ///
-/// `observed` are the children the host observed for this parent; `now` (RFC 3339) stamps
+/// `observed` are the children the host observed for this parent, `related` the objects of
+/// the plugin's related declarations (see [`crate::related`]); `now` (RFC 3339) stamps
 /// condition transitions, because plugins have no clock.
 pub fn plan(
     plugin: &Plugin,
     parent: &Value,
     observed: &[Value],
+    related: Vec<RelatedObjects>,
     now: &str,
 ) -> Result<Plan, PlanError> {
-    let (request, seed) = request("reconcile", parent, observed);
+    let (request, seed) = request("reconcile", parent, observed, related);
     let context = format!(
         "{}:{}/{}",
         plugin.decl.name,
@@ -190,8 +192,8 @@ pub fn plan(
     plan_from_response(&plugin.decl, parent, observed, response, now)
 }
 
-/// The request of a `function` (`reconcile` or `finalize`) call for `parent` and its
-/// `observed` children, and the seed of the call's randomness (see
+/// The request of a `function` (`reconcile` or `finalize`) call for `parent`, its `observed`
+/// children and its `related` objects, and the seed of the call's randomness (see
 /// [`crate::runtime::random_seed`]).
 ///
 /// The seed leaves out what changes with every write of the host's own, the parent's `status`
@@ -199,14 +201,19 @@ pub fn plan(
 /// the host wrote what it answered, and a random message or status is stable rather than a new
 /// write on every reconcile. The children are seeded as sent (the host does not write their
 /// status, and their resourceVersion changes only when they do).
-pub fn request(function: &str, parent: &Value, observed: &[Value]) -> (ReconcileRequest, [u8; 32]) {
+pub fn request(
+    function: &str,
+    parent: &Value,
+    observed: &[Value],
+    related: Vec<RelatedObjects>,
+) -> (ReconcileRequest, [u8; 32]) {
     let request = ReconcileRequest {
         parent: without_managed_fields(parent).to_string(),
         observed: observed
             .iter()
             .map(|o| without_managed_fields(o).to_string())
             .collect(),
-        related: Vec::new(),
+        related,
     };
     let mut seeded_parent = without_managed_fields(parent).into_owned();
     if let Some(fields) = seeded_parent.as_object_mut() {
@@ -216,9 +223,14 @@ pub fn request(function: &str, parent: &Value, observed: &[Value]) -> (Reconcile
         metadata.remove("resourceVersion");
     }
     let seeded_parent = seeded_parent.to_string();
+    let related_parts = request.related.iter().flat_map(|related| {
+        std::iter::once(related.name.as_str()).chain(related.objects.iter().map(String::as_str))
+    });
     let seed = crate::runtime::random_seed(
         function,
-        std::iter::once(seeded_parent.as_str()).chain(request.observed.iter().map(String::as_str)),
+        std::iter::once(seeded_parent.as_str())
+            .chain(request.observed.iter().map(String::as_str))
+            .chain(related_parts),
     );
     (request, seed)
 }

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use crate::policy::Policy;
-use crate::runtime::{self, CallError, CompiledPlugin, GroupVersionKind, PluginInfo, Runtime};
+use crate::runtime::{
+    self, CallError, CompiledPlugin, GroupVersionKind, PluginInfo, RelatedSelector, Runtime,
+    SecretView,
+};
 
 /// Why a plugin could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +104,26 @@ pub struct Declaration {
     pub children: Vec<KindRef>,
     pub needs_finalize: bool,
     pub crd: CustomResourceDefinition,
+    /// Other objects the plugin reads (contract 0.2.0), in the order it declared them.
+    pub related: Vec<Related>,
+}
+
+/// One kind of object a plugin reads but does not own, and how its objects are chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Related {
+    /// The key the request carries them under.
+    pub name: String,
+    pub kind: KindRef,
+    pub selector: RelatedSelector,
+    /// For Secrets: their data in clear, or each value's SHA-256.
+    pub secret_view: SecretView,
+}
+
+impl Related {
+    /// Whether these are Secrets (whose data the policy governs).
+    pub fn is_secret(&self) -> bool {
+        self.kind.group.is_empty() && self.kind.kind == "Secret"
+    }
 }
 
 /// A plugin ready to reconcile: its validated declaration, the compiled component, and the
@@ -165,16 +188,33 @@ impl Declaration {
         let crd: CustomResourceDefinition = serde_json::from_value(crd)
             .map_err(|e| invalid("CRD", format!("not a CustomResourceDefinition: {e}")))?;
         check_crd(&crd, &parent).map_err(|p| invalid("CRD", p))?;
-        if let Some(related) = info.related.first() {
-            // Refused rather than ignored: a plugin that reads them would reconcile blind.
-            return Err(invalid(
-                "related resource",
-                format!(
-                    "{:?}: this host does not serve related resources yet (contract 0.2.0's \
-                     `related`); declare none",
-                    related.name
-                ),
-            ));
+        let mut related = Vec::with_capacity(info.related.len());
+        for declared in info.related {
+            let problem =
+                |p: String| invalid("related resource", format!("{:?}: {p}", declared.name));
+            check_dns_label(&declared.name).map_err(problem)?;
+            if related.iter().any(|r: &Related| r.name == declared.name) {
+                return Err(problem("declared twice".into()));
+            }
+            let kind = KindRef::from(declared.kind);
+            check_kind(&kind, false).map_err(|p| problem(format!("{kind}: {p}")))?;
+            if !kind.namespaced {
+                return Err(problem(format!(
+                    "{kind} is cluster-scoped; related objects are read in the parent's namespace"
+                )));
+            }
+            match &declared.selector {
+                RelatedSelector::NameFromPath(path) => check_path(path).map_err(problem)?,
+                RelatedSelector::LabelSelector(selector) => {
+                    crate::labels::parse(selector).map_err(problem)?;
+                }
+            }
+            related.push(Related {
+                name: declared.name,
+                kind,
+                selector: declared.selector,
+                secret_view: declared.secret_view,
+            });
         }
         Ok(Declaration {
             name: info.name,
@@ -184,6 +224,7 @@ impl Declaration {
             children,
             needs_finalize: info.needs_finalize,
             crd,
+            related,
         })
     }
 }
@@ -204,6 +245,16 @@ pub fn check_dns_label(name: &str) -> Result<(), String> {
             "{name:?} is not a DNS-1123 label (lower-case letters, digits and '-', at most 63)"
         ))
     }
+}
+
+/// A dotted path into the parent, `spec.tls.secretName`: non-empty segments.
+fn check_path(path: &str) -> Result<(), String> {
+    if path.is_empty() || path.split('.').any(str::is_empty) {
+        return Err(format!(
+            "the path {path:?} is not a dotted path such as spec.tls.secretName"
+        ));
+    }
+    Ok(())
 }
 
 fn check_version(version: &str) -> Result<(), String> {

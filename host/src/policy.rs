@@ -8,6 +8,7 @@
 //! defaults:                 # every plugin, unless its entry under `plugins` says otherwise
 //!   kinds: [apps/v1/Deployment, v1/Service]   # absent: every kind the plugin declares
 //!   namespaces: [team-a]    # parents' namespaces; absent or []: any namespace watched
+//!   related: [v1/ConfigMap] # kinds it may read (contract 0.2.0); absent: every one it declares
 //!   podSecurity: baseline   # privileged | baseline | restricted
 //!   secretReferences: parentSpec              # parentSpec | any | none
 //!   serviceAccountReferences: defaultOrOwn    # defaultOrOwn | any
@@ -45,8 +46,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::plan::{DEFAULT_MAX_CHILDREN, MANAGED_BY_LABEL, Plan, PlanError, RESERVED_PREFIX};
-use crate::plugin::{Declaration, KindRef, check_dns_label};
-use crate::runtime::{Limits, RuntimeConfig};
+use crate::plugin::{Declaration, KindRef, Related, check_dns_label};
+use crate::runtime::{Limits, RuntimeConfig, SecretView};
 
 pub use pod_security::Level as PodSecurityLevel;
 
@@ -193,7 +194,12 @@ pub enum ServiceAccountReferences {
 /// - `allowClusterScoped`: `false`, and only `false` is accepted: children always live in
 ///   their parent's namespace (a namespaced owner cannot own a cluster-scoped object).
 /// - `allowRbac`: `false`: no Role, RoleBinding, ClusterRole or ClusterRoleBinding.
-/// - `allowSecrets`: `false`: no Secret.
+/// - `allowSecrets`: `false`: no Secret, as a child or as a related object.
+/// - `related`: every kind the plugin declares as related (contract 0.2.0). When set, the
+///   kinds a plugin may read beside its children (`group/version/Kind`); a plugin that
+///   declares another is refused at load.
+/// - `allowSecretData`: `false`: a related Secret reaches the plugin with each value
+///   hashed (`data-hash`); a plugin that asks for the data in clear is refused at load.
 /// - `allowServiceAccountTokens`: `false`: no Secret of type
 ///   `kubernetes.io/service-account-token`, no ServiceAccount that does not set
 ///   `automountServiceAccountToken: false`, no pod template that sets
@@ -231,6 +237,10 @@ pub struct Rules {
     pub allow_secrets: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_service_account_tokens: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub related: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_secret_data: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod_security: Option<PodSecurityLevel>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -364,6 +374,9 @@ pub struct Effective {
     pub allow_rbac: bool,
     pub allow_secrets: bool,
     pub allow_service_account_tokens: bool,
+    /// `None`: every kind the plugin declares as related.
+    pub related: Option<Vec<KindName>>,
+    pub allow_secret_data: bool,
     pub pod_security: PodSecurityLevel,
     pub secret_references: SecretReferences,
     pub service_account_references: ServiceAccountReferences,
@@ -387,6 +400,7 @@ pub struct Effective {
 struct Typed {
     rules: Rules,
     kinds: Option<Vec<KindName>>,
+    related: Option<Vec<KindName>>,
     parent_groups: Option<Vec<GroupPattern>>,
     sha256: Option<String>,
 }
@@ -410,6 +424,8 @@ impl Effective {
                 .allow_service_account_tokens
                 .or(d.allow_service_account_tokens)
                 .unwrap_or(false),
+            related: own.related.clone().or_else(|| defaults.related.clone()),
+            allow_secret_data: o.allow_secret_data.or(d.allow_secret_data).unwrap_or(false),
             pod_security: o.pod_security.or(d.pod_security).unwrap_or_default(),
             secret_references: o
                 .secret_references
@@ -706,6 +722,12 @@ impl Policy {
                 ));
             }
         }
+        // What a plugin reads decides what it sees: a declaration the policy does not allow
+        // refuses the plugin, rather than serving it blind to what it asked for.
+        for related in &decl.related {
+            related_verdict(&decl.name, rules, related)
+                .map_err(|problem| refuse(format!("related {:?}: {problem}", related.name)))?;
+        }
         Ok(warnings)
     }
 
@@ -786,20 +808,24 @@ fn typed(
     field: &str,
     invalid: &dyn Fn(&str, String, &str) -> Error,
 ) -> Result<Typed, Error> {
-    let mut kinds = None;
-    if let Some(written) = &rules.kinds {
+    let kind_names = |list: &str, written: &Option<Vec<String>>| -> Result<_, Error> {
+        let Some(written) = written else {
+            return Ok(None);
+        };
         let mut parsed = Vec::with_capacity(written.len());
         for (index, kind) in written.iter().enumerate() {
             parsed.push(KindName::parse(kind).ok_or_else(|| {
                 invalid(
-                    &format!("{field}.kinds[{index}]"),
+                    &format!("{field}.{list}[{index}]"),
                     format!("{kind:?}"),
                     "group/version/Kind, or version/Kind for the core group (e.g. apps/v1/Deployment, v1/Service)",
                 )
             })?);
         }
-        kinds = Some(parsed);
-    }
+        Ok(Some(parsed))
+    };
+    let kinds = kind_names("kinds", &rules.kinds)?;
+    let related = kind_names("related", &rules.related)?;
     for (index, namespace) in rules.namespaces.iter().flatten().enumerate() {
         if check_dns_label(namespace).is_err() {
             return Err(invalid(
@@ -895,6 +921,7 @@ fn typed(
     Ok(Typed {
         rules,
         kinds,
+        related,
         parent_groups,
         sha256,
     })
@@ -925,6 +952,39 @@ fn kind_verdict(plugin: &str, rules: &Effective, kind: &KindRef) -> Result<(), S
     }
     if kind.group.is_empty() && kind.kind == "Secret" && !rules.allow_secrets {
         return Err(format!("allowSecrets is false for plugin {plugin}"));
+    }
+    Ok(())
+}
+
+/// Whether `rules` let `plugin` read the objects `related` declares; `Err` says why not.
+fn related_verdict(plugin: &str, rules: &Effective, related: &Related) -> Result<(), String> {
+    let kind = &related.kind;
+    if let Some(allowed) = &rules.related
+        && !allowed.iter().any(|k| k.matches(kind))
+    {
+        let listed: Vec<String> = allowed.iter().map(ToString::to_string).collect();
+        return Err(format!(
+            "the policy's related kinds for plugin {plugin} do not include {kind} (allowed: {})",
+            if listed.is_empty() {
+                "none".to_string()
+            } else {
+                listed.join(", ")
+            }
+        ));
+    }
+    if related.is_secret() {
+        if !rules.allow_secrets {
+            return Err(format!(
+                "it reads Secrets, and allowSecrets is false for plugin {plugin}"
+            ));
+        }
+        if related.secret_view == SecretView::Full && !rules.allow_secret_data {
+            return Err(format!(
+                "it asks for the Secrets' data in clear, and allowSecretData is false for \
+                 plugin {plugin} (a plugin that only needs to know a key exists or changed \
+                 asks for data-hash)"
+            ));
+        }
     }
     Ok(())
 }

@@ -60,6 +60,8 @@ const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 const CHILD_VERBS: &[&str] = &[
     "get", "list", "watch", "create", "patch", "update", "delete",
 ];
+/// What the host does with the objects a plugin reads (contract 0.2.0's related resources).
+const RELATED_VERBS: &[&str] = &["get", "list", "watch"];
 const EVENT_VERBS: &[&str] = &["create", "patch"];
 /// On OperatorPlugins: the host watches them and writes only their status.
 const OPERATOR_PLUGIN_VERBS: &[&str] = &["get", "list", "watch"];
@@ -192,6 +194,15 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
         );
         for child in policy.allowed_children(decl) {
             grant(&child.group, child.plural.clone(), CHILD_VERBS);
+        }
+        // A plugin whose related kinds the policy does not allow is refused at load, so
+        // what it declares is what it reads.
+        for related in &decl.related {
+            grant(
+                &related.kind.group,
+                related.kind.plural.clone(),
+                RELATED_VERBS,
+            );
         }
     }
     grant("", "events".into(), EVENT_VERBS);
@@ -345,6 +356,7 @@ mod tests {
             children,
             needs_finalize: false,
             crd: Default::default(),
+            related: Vec::new(),
         }
     }
 

@@ -68,9 +68,10 @@ pub struct Rendered {
 }
 
 /// Renders every CR of the plugin's parent kind in `cr_path` (a YAML stream, as `kubectl
-/// apply -f` reads; documents of other kinds, such as a Secret the CR refers to, are skipped),
-/// each with the children in `observed_path` (a YAML stream or a `List`) as what the host
-/// would have observed.
+/// apply -f` reads; documents of other kinds, such as a Secret the CR refers to, are not
+/// rendered, but are the objects a plugin's related declarations choose from, as the
+/// cluster's would be), each with the children in `observed_path` (a YAML stream or a
+/// `List`) as what the host would have observed.
 pub fn render(
     plugin: &Plugin,
     cr_path: &Path,
@@ -99,6 +100,16 @@ pub fn render_with_policy(
             document["metadata"]["name"].as_str().unwrap_or("")
         )
     };
+    // The other documents stand for the cluster's objects: in the namespace `apply` would
+    // put them in.
+    let others: Vec<Value> = skipped
+        .iter()
+        .cloned()
+        .map(|mut document| {
+            default_namespace(&mut document);
+            document
+        })
+        .collect();
     let skipped: Vec<String> = skipped.iter().map(describe).collect();
     if parents.is_empty() {
         return Err(Error::NoParent {
@@ -126,7 +137,9 @@ pub fn render_with_policy(
             parent: identity.clone(),
             source,
         };
-        let plan = plan::plan(plugin, &parent, &observed, now).map_err(plan_error)?;
+        let related =
+            crate::related::objects_for(&plugin.decl.related, &parent, |_| others.clone());
+        let plan = plan::plan(plugin, &parent, &observed, related, now).map_err(plan_error)?;
         if let Some(policy) = policy {
             policy
                 .check(&plugin.decl, &parent, &plan)

@@ -33,5 +33,6 @@ pub fn memcached_declaration(children: Vec<KindRef>) -> Declaration {
         children,
         needs_finalize: false,
         crd: Default::default(),
+        related: Vec::new(),
     }
 }

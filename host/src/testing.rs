@@ -49,6 +49,21 @@ pub fn reconcile<R: Reconciler>(
 where
     R::Parent: serde::Serialize,
 {
+    reconcile_with::<R>(parent, observed, &[], policy)
+}
+
+/// [`reconcile`] in a cluster that also holds `others` (whole objects, e.g. the Secret a
+/// parent names): what the plugin's related declarations choose from, as `run` chooses from
+/// the API server's.
+pub fn reconcile_with<R: Reconciler>(
+    parent: &R::Parent,
+    observed: &[Value],
+    others: &[Value],
+    policy: Option<&Policy>,
+) -> Result<Plan, Error>
+where
+    R::Parent: serde::Serialize,
+{
     let default_policy = Policy::default();
     let policy = policy.unwrap_or(&default_policy);
     let decl = declaration::<R>()?;
@@ -57,11 +72,32 @@ where
     if parent["metadata"]["namespace"].as_str().is_none() && parent["metadata"].is_object() {
         parent["metadata"]["namespace"] = "default".into();
     }
-    let (request, _seed) = plan::request("reconcile", &parent, observed);
+    let related = crate::related::objects_for(&decl.related, &parent, |_| {
+        others
+            .iter()
+            .cloned()
+            .map(|mut other| {
+                if other["metadata"]["namespace"].as_str().is_none()
+                    && other["metadata"].is_object()
+                {
+                    other["metadata"]["namespace"] = "default".into();
+                }
+                other
+            })
+            .collect()
+    });
+    let (request, _seed) = plan::request("reconcile", &parent, observed, related);
     let response = operator_host_sdk::__private::reconcile::<R>(guest::ReconcileRequest {
         parent: request.parent,
         observed: request.observed,
-        related: Vec::new(),
+        related: request
+            .related
+            .into_iter()
+            .map(|related| guest::RelatedObjects {
+                name: related.name,
+                objects: related.objects,
+            })
+            .collect(),
     })
     .map_err(|error| match error {
         guest::ReconcileError::InvalidSpec(message) => PlanError::InvalidSpec(message),

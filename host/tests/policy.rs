@@ -152,3 +152,42 @@ fn a_pinned_sha256_admits_only_that_content() {
         "the refusal is counted"
     );
 }
+
+/// The staged test plugin reads a ConfigMap and a Secret (as hashes) named in its spec, and
+/// ConfigMaps by label: what the policy says of each decides whether it loads.
+fn admit_staged(body: &str) -> Result<Vec<String>, String> {
+    let runtime = runtime_with(Limits::default());
+    let plugin = operator_host::plugin::Plugin::load(&runtime, &test_plugin("staged")).unwrap();
+    policy(body).admit(&plugin.decl).map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_related_kind_the_policy_does_not_allow_refuses_the_plugin() {
+    let err =
+        admit_staged("defaults:\n  allowSecrets: true\n  related: [v1/ConfigMap]\n").unwrap_err();
+    for expected in [
+        "staged",
+        "related \"secret\"",
+        "v1/Secret",
+        "allowed: v1/ConfigMap",
+    ] {
+        assert!(err.contains(expected), "{expected:?} not in {err}");
+    }
+    // Secrets need allowSecrets, whatever `related` lists.
+    let err = admit_staged("defaults:\n  related: [v1/ConfigMap, v1/Secret]\n").unwrap_err();
+    assert!(err.contains("allowSecrets is false"), "{err}");
+    // Listed, and Secrets allowed: the hashes the plugin asks for need nothing more.
+    admit_staged("defaults:\n  allowSecrets: true\n  related: [v1/ConfigMap, v1/Secret]\n")
+        .unwrap();
+    admit_staged("defaults:\n  allowSecrets: true\n").unwrap();
+}
+
+#[test]
+fn a_policy_names_related_kinds_as_it_names_child_kinds() {
+    let err = Policy::parse(
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  related: [Secret]\n",
+        Path::new("policy.yaml"),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("defaults.related[0]"), "{err}");
+}

@@ -14,3 +14,4 @@ pub mod oracle;
 pub mod process_host;
 pub mod service_account;
 pub mod squatter;
+pub mod staged;

@@ -149,7 +149,7 @@ impl Oracle<'_> {
             )));
         };
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
-        let planned = plan::plan(self.plugin, &parent, &observed, &now)?;
+        let planned = plan::plan(self.plugin, &parent, &observed, Vec::new(), &now)?;
         for desired in planned.objects() {
             let kind = desired["kind"].as_str().unwrap_or_default();
             let child_name = desired["metadata"]["name"].as_str().unwrap_or_default();

@@ -7,50 +7,13 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
-use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::memcached::{create, patch_spec, reconciled_condition};
+use operator_host_tests::staged::{TIMEOUT, staged_host, staged_resource, wait_reason};
 use serde_json::{Value, json};
-
-const TIMEOUT: Duration = Duration::from_secs(90);
-
-fn staged_resource() -> ApiResource {
-    ApiResource {
-        group: "staged.operator-host.dev".into(),
-        version: "v1alpha1".into(),
-        api_version: "staged.operator-host.dev/v1alpha1".into(),
-        kind: "Staged".into(),
-        plural: "stageds".into(),
-    }
-}
-
-/// A host serving the staged plugin (contract 0.2.0) in a namespace of its own.
-async fn staged_host(test: &str) -> (TestNamespace, Host, Api<DynamicObject>) {
-    let ns = TestNamespace::new(test).await.unwrap();
-    let host = Host::start(plugin_path("test-plugins", "staged"), ns.name()).await;
-    let api = Api::namespaced_with(ns.client(), ns.name(), &staged_resource());
-    (ns, host, api)
-}
-
-/// Waits until the CR's current generation is reconciled with `Reconciled` of `reason`.
-async fn wait_reason(api: &Api<DynamicObject>, name: &str, reason: &str) -> Value {
-    wait_for(
-        &format!("{name} to be reconciled with reason {reason}"),
-        TIMEOUT,
-        || async {
-            let cr = api.get(name).await?;
-            let condition = reconciled_condition(&cr);
-            Ok((condition["reason"] == reason
-                && condition["observedGeneration"].as_i64() == cr.metadata.generation)
-                .then_some(condition))
-        },
-    )
-    .await
-    .unwrap()
-}
 
 /// Every `Reconciled` condition the CR's watch shows, in order.
 fn record_conditions(api: &Api<DynamicObject>, name: &str) -> Arc<Mutex<Vec<Value>>> {

@@ -38,10 +38,10 @@ use crate::leader::{self, Leadership};
 use crate::metrics::Metrics;
 use crate::operator_plugin;
 use crate::plan::{MANAGED_BY, MANAGED_BY_LABEL, PLUGIN_LABEL};
-use crate::plugin::{KindRef, Plugin};
+use crate::plugin::{KindRef, Plugin, Related};
 use crate::policy::{Effective, Policy};
 use crate::registry::{Proposal, Registry};
-use crate::runtime::Runtime;
+use crate::runtime::{RelatedSelector, Runtime};
 use crate::shard::{self, Sharding};
 use crate::watch;
 
@@ -182,7 +182,8 @@ pub struct ShardScope {
     pub members: tokio::sync::watch::Receiver<shard::Members>,
 }
 
-/// The cache of one child kind: what a reconcile presents to the plugin as observed.
+/// The cache of one child kind (what a reconcile presents to the plugin as observed), or of
+/// the objects of one related declaration.
 pub struct ChildCache {
     pub kind: KindRef,
     pub store: reflector::Store<DynamicObject>,
@@ -198,6 +199,8 @@ pub struct PluginContext {
     pub plugin: Arc<ArcSwap<Plugin>>,
     pub client: Client,
     pub child_caches: Vec<ChildCache>,
+    /// One per related declaration of the plugin (contract 0.2.0), in its order.
+    pub related_caches: Vec<ChildCache>,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     pub resync: Duration,
@@ -323,7 +326,7 @@ impl PluginController {
             };
             let plugin = current.load_full();
             let parents = Arc::new(reconcile::ParentStates::default());
-            let (controller, parent_cache, child_caches) = build_controller(
+            let (controller, parent_cache, child_caches, related_caches) = build_controller(
                 client,
                 &plugin,
                 &policy.allowed_children(&plugin.decl),
@@ -354,6 +357,7 @@ impl PluginController {
                 plugin: current.clone(),
                 client: client.clone(),
                 child_caches,
+                related_caches,
                 recorder: recorder(client),
                 metrics: metrics.clone(),
                 resync: config.resync,
@@ -440,8 +444,9 @@ struct Scope<'a> {
 }
 
 /// A controller of `plugin`'s parent kind in `scope`, fed by the watches of its `children`
-/// kinds (only objects the host manages for this plugin, in its shard), its parent cache and
-/// the children's caches.
+/// kinds (only objects the host manages for this plugin, in its shard) and of its related
+/// objects (a change reconciles the parents that refer to the object); its parent cache, the
+/// children's caches and the related ones.
 fn build_controller(
     client: &Client,
     plugin: &Plugin,
@@ -453,6 +458,7 @@ fn build_controller(
 ) -> (
     Controller<DynamicObject>,
     reflector::Store<DynamicObject>,
+    Vec<ChildCache>,
     Vec<ChildCache>,
 ) {
     let decl = &plugin.decl;
@@ -535,7 +541,80 @@ fn build_controller(
             last_error,
         });
     }
-    (controller, parents, child_caches)
+    let mut related_caches = Vec::new();
+    for related in &decl.related {
+        let kind = &related.kind;
+        let writer = Writer::new(kind.api_resource());
+        let store = writer.as_reader();
+        let last_error = Arc::new(Mutex::new(None));
+        let recorded = last_error.clone();
+        let metrics = metrics.clone();
+        let what = format!(
+            "{}related kind {kind} ({:?}) in {}",
+            unavailable_prefix(&decl.name),
+            related.name,
+            namespace.unwrap_or("all namespaces")
+        );
+        // A selector narrows the watch on the API server; by name, any object of the kind
+        // may be named by some parent.
+        let mut config = watcher::Config::default();
+        if let RelatedSelector::LabelSelector(selector) = &related.selector
+            && let Ok(selector) = crate::labels::parse(selector)
+        {
+            config = config.labels(&selector.to_string());
+        }
+        let stream = reflector::reflector(
+            writer,
+            watcher(api_for(client, kind, namespace), config).modify(strip_unread_fields),
+        )
+        .default_backoff()
+        .inspect(move |event| {
+            let problem = event.as_ref().err().map(ToString::to_string);
+            metrics.set_unavailable(&what, problem.clone());
+            *recorded.lock().unwrap_or_else(|e| e.into_inner()) = problem;
+        })
+        .touched_objects();
+        let mapper = {
+            let parents = parents.clone();
+            let parent_kind = decl.parent.api_resource();
+            let related = related.clone();
+            move |object: DynamicObject| {
+                referring_parents(&parents, &parent_kind, &related, &object)
+            }
+        };
+        controller = controller.watches_stream_with(stream, mapper, kind.api_resource());
+        related_caches.push(ChildCache {
+            kind: kind.clone(),
+            store,
+            last_error,
+        });
+    }
+    (controller, parents, child_caches, related_caches)
+}
+
+/// The parents in `parents` that refer to `object` through `related`.
+fn referring_parents(
+    parents: &reflector::Store<DynamicObject>,
+    parent_kind: &kube::core::ApiResource,
+    related: &Related,
+    object: &DynamicObject,
+) -> Vec<reflector::ObjectRef<DynamicObject>> {
+    let Ok(mut object_json) = serde_json::to_value(object) else {
+        return Vec::new();
+    };
+    object_json["apiVersion"] = related.kind.api_version().into();
+    object_json["kind"] = related.kind.kind.clone().into();
+    let namespace = object.metadata.namespace.clone();
+    parents
+        .state()
+        .into_iter()
+        .filter(|parent| parent.metadata.namespace == namespace)
+        .filter(|parent| {
+            serde_json::to_value(&**parent)
+                .is_ok_and(|p| crate::related::refers_to(related, &p, &object_json))
+        })
+        .map(|parent| reflector::ObjectRef::from_obj_with(&*parent, parent_kind.clone()))
+        .collect()
 }
 
 /// Drops what neither the host nor a plugin reads before an object enters a cache, as
@@ -1070,6 +1149,70 @@ impl ShutdownSignal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_related_object_maps_to_exactly_the_parents_that_refer_to_it() {
+        let parent_kind = crate::test_support::memcached_kind().api_resource();
+        let mut writer = Writer::new(parent_kind.clone());
+        let parent = |name: &str, namespace: &str, config: &str| -> DynamicObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"configName": config}
+            }))
+            .unwrap()
+        };
+        for object in [
+            parent("a", "ns", "c1"),
+            parent("b", "ns", "c2"),
+            parent("c", "ns", "c1"),
+            parent("d", "other", "c1"),
+        ] {
+            writer.apply_watcher_event(&watcher::Event::Apply(object));
+        }
+        let parents = writer.as_reader();
+        let config_map = KindRef {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+            namespaced: true,
+        };
+        let by_name = Related {
+            name: "config".into(),
+            kind: config_map.clone(),
+            selector: RelatedSelector::NameFromPath("spec.configName".into()),
+            secret_view: crate::runtime::SecretView::Full,
+        };
+        let object: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c1", "namespace": "ns", "labels": {"tier": "web"}}
+        }))
+        .unwrap();
+        let names = |refs: Vec<reflector::ObjectRef<DynamicObject>>| {
+            let mut names: Vec<String> = refs.into_iter().map(|r| r.name).collect();
+            names.sort();
+            names
+        };
+        assert_eq!(
+            names(referring_parents(&parents, &parent_kind, &by_name, &object)),
+            ["a", "c"]
+        );
+        // By selector: every parent of the object's namespace that declares it.
+        let by_labels = Related {
+            selector: RelatedSelector::LabelSelector("tier=web".into()),
+            ..by_name
+        };
+        assert_eq!(
+            names(referring_parents(
+                &parents,
+                &parent_kind,
+                &by_labels,
+                &object
+            )),
+            ["a", "b", "c"]
+        );
+    }
 
     #[tokio::test]
     async fn plugin_changes_that_could_not_take_effect_are_retried_with_backoff() {

@@ -110,7 +110,8 @@ pub enum RelatedSelector {
 /// What of a related Secret's data the plugin sees.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum SecretView {
-    /// Each value of `data` replaced by the hex SHA-256 of its bytes (the default).
+    /// Each value of `data` replaced by the hex SHA-256 of its bytes (the default): a typed
+    /// `Secret`'s `data` then decodes to the hex digest.
     #[default]
     DataHash,
     /// The Secret as stored; the host's policy must allow it.

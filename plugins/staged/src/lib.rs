@@ -9,14 +9,18 @@
 //! - while `spec.keep` is true, a ConfigMap `<name>-kept` whose delete policy is `orphan`;
 //! - when `spec.pinnedImage` is set, a Job `<name>-pinned` updated in place: changing the
 //!   image then is an immutable-field refusal the host reports instead of retrying.
+//!
+//! And it reads related objects: the ConfigMap `spec.configName` names, the Secret
+//! `spec.secretName` names (as hashes of its values), and every ConfigMap labelled
+//! `staged.operator-host.dev/extra=true`; its status reports what it saw of them.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, PodTemplateSpec, Secret};
 use kube::{CustomResource, ResourceExt};
 use operator_host_sdk::{
-    ChildOptions, Desired, Error, Kind, Observed, Reconciler, child_meta, kind_of,
+    ChildOptions, Desired, Error, Kind, Observed, Reconciler, Related, child_meta, kind_of,
     restricted_container_security_context, restricted_pod_security_context,
 };
 use schemars::JsonSchema;
@@ -49,6 +53,12 @@ pub struct StagedSpec {
     /// When set, a Job of this image updated in place.
     #[serde(default)]
     pub pinned_image: Option<String>,
+    /// A ConfigMap whose data the status reports.
+    #[serde(default)]
+    pub config_name: Option<String>,
+    /// A Secret whose values' hashes the status reports.
+    #[serde(default)]
+    pub secret_name: Option<String>,
 }
 
 fn default_image() -> String {
@@ -66,6 +76,15 @@ pub struct StagedStatus {
     /// Step Jobs observed complete.
     #[serde(default)]
     pub completed_steps: i32,
+    /// The data of the ConfigMap `spec.configName` names, as the plugin saw it.
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    /// The values of the Secret `spec.secretName` names, as the plugin saw them (hashes).
+    #[serde(default)]
+    pub secret: BTreeMap<String, String>,
+    /// The names of the ConfigMaps labelled `staged.operator-host.dev/extra=true`.
+    #[serde(default)]
+    pub extras: Vec<String>,
 }
 
 /// The reconciler.
@@ -77,6 +96,18 @@ impl Reconciler for StagedOperator {
 
     fn children() -> Vec<Kind> {
         vec![kind_of::<ConfigMap>(), kind_of::<Job>()]
+    }
+
+    fn related() -> Vec<Related> {
+        vec![
+            Related::by_name_at("config", kind_of::<ConfigMap>(), "spec.configName"),
+            Related::by_name_at("secret", kind_of::<Secret>(), "spec.secretName"),
+            Related::by_labels(
+                "extras",
+                kind_of::<ConfigMap>(),
+                "staged.operator-host.dev/extra=true",
+            ),
+        ]
     }
 
     fn reconcile(parent: &Staged, observed: &Observed) -> Result<Desired, Error> {
@@ -119,8 +150,32 @@ impl Reconciler for StagedOperator {
             .iter()
             .filter(|job| is_complete(job))
             .count();
+        let config = observed
+            .related::<ConfigMap>("config")?
+            .into_iter()
+            .next()
+            .and_then(|c| c.data)
+            .unwrap_or_default();
+        // Under data-hash the values are hex SHA-256s, which are valid UTF-8.
+        let secret = observed
+            .related::<Secret>("secret")?
+            .into_iter()
+            .next()
+            .and_then(|s| s.data)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(key, value)| (key, String::from_utf8_lossy(&value.0).into_owned()))
+            .collect();
+        let extras = observed
+            .related::<ConfigMap>("extras")?
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect();
         desired.status(&StagedStatus {
             completed_steps: i32::try_from(completed).unwrap_or(i32::MAX),
+            config,
+            secret,
+            extras,
         })?;
         Ok(desired)
     }

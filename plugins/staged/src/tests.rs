@@ -1,10 +1,25 @@
 //! The plugin's answers through the host's checks: options, stages and their order.
 
+use operator_host::plan::Plan;
+use operator_host::policy::Policy;
 use operator_host::runtime::{DeletePolicy, UpdateStrategy};
 use operator_host::testing;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
+
+/// The plugin reads a Secret: the policy must allow Secrets (their hashes need no more).
+fn policy() -> Policy {
+    Policy::parse(
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  allowSecrets: true\n",
+        std::path::Path::new("policy.yaml"),
+    )
+    .unwrap()
+}
+
+fn plan(parent: &Staged, observed: &[Value], others: &[Value]) -> Plan {
+    testing::reconcile_with::<StagedOperator>(parent, observed, others, Some(&policy())).unwrap()
+}
 
 fn staged(spec: serde_json::Value) -> Staged {
     serde_json::from_value(json!({
@@ -18,12 +33,11 @@ fn staged(spec: serde_json::Value) -> Staged {
 
 #[test]
 fn each_step_is_a_stage_of_its_own_and_the_done_map_comes_last() {
-    let plan = testing::reconcile::<StagedOperator>(
+    let plan = plan(
         &staged(json!({"steps": ["a", "b"], "seed": "one"})),
         &[],
-        None,
-    )
-    .unwrap();
+        &[],
+    );
     let order: Vec<(usize, String)> = plan
         .apply
         .iter()
@@ -74,8 +88,7 @@ fn an_orphan_child_that_is_no_longer_returned_is_released_not_deleted() {
                                  "kind": "Staged", "name": "s", "uid": "u-1", "controller": true}]
         }
     });
-    let plan = testing::reconcile::<StagedOperator>(&staged(json!({"keep": false})), &[kept], None)
-        .unwrap();
+    let plan = plan(&staged(json!({"keep": false})), &[kept], &[]);
     assert_eq!(plan.prune.len(), 1);
     assert_eq!(plan.prune[0].name, "s-kept");
     assert_eq!(plan.prune[0].policy, DeletePolicy::Orphan);
@@ -83,8 +96,13 @@ fn an_orphan_child_that_is_no_longer_returned_is_released_not_deleted() {
 
 #[test]
 fn a_step_that_is_not_a_label_is_an_invalid_spec() {
-    let err = testing::reconcile::<StagedOperator>(&staged(json!({"steps": ["Bad"]})), &[], None)
-        .unwrap_err();
+    let err = testing::reconcile_with::<StagedOperator>(
+        &staged(json!({"steps": ["Bad"]})),
+        &[],
+        &[],
+        Some(&policy()),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("spec.steps"), "{err}");
 }
 
@@ -97,11 +115,48 @@ fn completed_steps_are_counted_from_the_observed_jobs() {
             "status": {"conditions": [{"type": "Complete", "status": if complete {"True"} else {"False"}}]}
         })
     };
-    let plan = testing::reconcile::<StagedOperator>(
+    let plan = plan(
         &staged(json!({"steps": ["a", "b"]})),
         &[job("a", true), job("b", false)],
-        None,
-    )
-    .unwrap();
+        &[],
+    );
     assert_eq!(plan.status["completedSteps"], 1);
+}
+
+#[test]
+fn related_objects_reach_the_plugin_as_declared() {
+    let config = |name: &str, labels: Value, data: Value| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "ns", "labels": labels}, "data": data})
+    };
+    let others = [
+        config("settings", json!({}), json!({"mode": "fast"})),
+        config("unrelated", json!({}), json!({"mode": "slow"})),
+        config(
+            "extra-b",
+            json!({"staged.operator-host.dev/extra": "true"}),
+            json!({}),
+        ),
+        config(
+            "extra-a",
+            json!({"staged.operator-host.dev/extra": "true"}),
+            json!({}),
+        ),
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "creds", "namespace": "ns"},
+               "data": {"password": "aHVudGVyMg=="}}),
+    ];
+    let plan = plan(
+        &staged(json!({"configName": "settings", "secretName": "creds"})),
+        &[],
+        &others,
+    );
+    assert_eq!(plan.status["config"], json!({"mode": "fast"}));
+    assert_eq!(plan.status["extras"], json!(["extra-a", "extra-b"]));
+    // The Secret's value arrives as its hash: sha256("hunter2").
+    assert_eq!(
+        plan.status["secret"]["password"],
+        "f52fbd32b2b3b86ff88ef6c490628285f482af15ddcb29541f94bcf526a3f6c7"
+    );
+    assert!(!plan.status.to_string().contains("hunter2"));
 }

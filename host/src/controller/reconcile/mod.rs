@@ -101,6 +101,12 @@ pub enum Error {
          `operator-host rbac`, and that the API server serves the kind)"
     )]
     ChildKindUnavailable { kind: String, problem: String },
+    #[error(
+        "the related kind {kind} cannot be listed or watched: {problem}; the host retries, \
+         and the plugin's parents are reconciled once it can (check the host's RBAC, see \
+         `operator-host rbac`, and that the API server serves the kind)"
+    )]
+    RelatedKindUnavailable { kind: String, problem: String },
 }
 
 impl Error {
@@ -117,6 +123,7 @@ impl Error {
             Error::PluginTask(_) => "PluginUnavailable",
             Error::StatusNotConverging { .. } => "StatusNotConverging",
             Error::ChildKindUnavailable { .. } => "ChildKindUnavailable",
+            Error::RelatedKindUnavailable { .. } => "RelatedKindUnavailable",
             Error::StaleParent { .. } => "StaleParent",
             Error::ShuttingDown => "ShuttingDown",
         }
@@ -249,7 +256,8 @@ async fn reconcile_parent(
     let api = api_for(&ctx.client, &decl.parent, parent.namespace().as_deref());
     let observed = observed_children(parent, ctx).await?;
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
-    let plan = call_plan(ctx, plugin, parent_json.clone(), observed.clone()).await?;
+    let related = related_objects(&parent_json, ctx, plugin).await?;
+    let plan = call_plan(ctx, plugin, parent_json.clone(), observed.clone(), related).await?;
     plugin
         .policy
         .check(decl, &parent_json, &plan)
@@ -316,7 +324,8 @@ async fn finalize_parent(
         DeletionStep::CallFinalize => {}
     }
     let observed = observed_children(parent, ctx).await?;
-    let (request, seed) = plan::request("finalize", &parent_json, &observed);
+    let related = related_objects(&parent_json, ctx, plugin).await?;
+    let (request, seed) = plan::request("finalize", &parent_json, &observed, related);
     let context = format!("{}:{}", decl.name, parent_key(parent));
     let call_plugin = plugin.clone();
     let outcome = call_in_slot(ctx, plugin, move || {
@@ -352,7 +361,11 @@ const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(10);
 /// Waits until `cache` has synced, at most [`CACHE_SYNC_TIMEOUT`]. A waiter that starts
 /// before the store is ready can miss the wake-up when several reconciles wait at once (seen
 /// with kube-runtime 5), so each wait is bounded and retried with a fresh future.
-async fn wait_for_cache(cache: &ChildCache, ctx: &PluginContext) -> Result<(), Error> {
+async fn wait_for_cache(
+    cache: &ChildCache,
+    ctx: &PluginContext,
+    unavailable: fn(String, String) -> Error,
+) -> Result<(), Error> {
     let started = Instant::now();
     loop {
         if *ctx.stopping.borrow() {
@@ -374,12 +387,12 @@ async fn wait_for_cache(cache: &ChildCache, ctx: &PluginContext) -> Result<(), E
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();
-                return Err(Error::ChildKindUnavailable {
-                    kind: cache.kind.to_string(),
-                    problem: last_error.unwrap_or_else(|| {
+                return Err(unavailable(
+                    cache.kind.to_string(),
+                    last_error.unwrap_or_else(|| {
                         format!("it did not sync within {CACHE_SYNC_TIMEOUT:?}")
                     }),
-                });
+                ));
             }
         }
     }
@@ -393,7 +406,11 @@ async fn observed_children(
     ctx: &PluginContext,
 ) -> Result<Vec<Value>, Error> {
     for cache in &ctx.child_caches {
-        wait_for_cache(cache, ctx).await?;
+        wait_for_cache(cache, ctx, |kind, problem| Error::ChildKindUnavailable {
+            kind,
+            problem,
+        })
+        .await?;
     }
     let Some(uid) = parent.uid() else {
         return Ok(Vec::new());
@@ -421,6 +438,42 @@ async fn observed_children(
     }
     tracing::trace!(parent = %parent_key(parent), observed = observed.len(), "caches ready");
     Ok(observed)
+}
+
+/// The objects of each of the plugin's related declarations for `parent`, from the caches
+/// once they have synced (a plan made before would see nothing related).
+async fn related_objects(
+    parent: &Value,
+    ctx: &PluginContext,
+    plugin: &Plugin,
+) -> Result<Vec<crate::runtime::RelatedObjects>, Error> {
+    for cache in &ctx.related_caches {
+        wait_for_cache(cache, ctx, |kind, problem| Error::RelatedKindUnavailable {
+            kind,
+            problem,
+        })
+        .await?;
+    }
+    Ok(crate::related::objects_for(
+        &plugin.decl.related,
+        parent,
+        |index| {
+            let Some(ChildCache { kind, store, .. }) = ctx.related_caches.get(index) else {
+                return Vec::new();
+            };
+            store
+                .state()
+                .iter()
+                .filter_map(|object| {
+                    let mut value = serde_json::to_value(&**object).ok()?;
+                    // Objects from a LIST carry no apiVersion/kind.
+                    value["apiVersion"] = kind.api_version().into();
+                    value["kind"] = kind.kind.clone().into();
+                    Some(value)
+                })
+                .collect()
+        },
+    ))
 }
 
 /// The children of a parent this shard has just been given, read from the API server: its
@@ -499,10 +552,11 @@ async fn call_plan(
     plugin: &Arc<Plugin>,
     parent: Value,
     observed: Vec<Value>,
+    related: Vec<crate::runtime::RelatedObjects>,
 ) -> Result<Plan, Error> {
     let call_plugin = plugin.clone();
     let plan = call_in_slot(ctx, plugin, move || {
-        plan::plan(&call_plugin, &parent, &observed, &now_rfc3339())
+        plan::plan(&call_plugin, &parent, &observed, related, &now_rfc3339())
     })
     .await?;
     Ok(plan?)
