@@ -927,6 +927,18 @@ fn typed(
     })
 }
 
+/// `kinds` for a message: `apps/v1/Deployment, v1/Service`, or `none`.
+fn listed(kinds: &[KindName]) -> String {
+    if kinds.is_empty() {
+        return "none".to_string();
+    }
+    kinds
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Whether `rules` allow children of `kind`; `Err` says why not.
 fn kind_verdict(plugin: &str, rules: &Effective, kind: &KindRef) -> Result<(), String> {
     if !kind.namespaced {
@@ -935,14 +947,9 @@ fn kind_verdict(plugin: &str, rules: &Effective, kind: &KindRef) -> Result<(), S
     if let Some(kinds) = &rules.kinds
         && !kinds.iter().any(|k| k.matches(kind))
     {
-        let listed: Vec<String> = kinds.iter().map(ToString::to_string).collect();
         return Err(format!(
             "the policy's kinds for plugin {plugin} do not include it (allowed: {})",
-            if listed.is_empty() {
-                "none".to_string()
-            } else {
-                listed.join(", ")
-            }
+            listed(kinds)
         ));
     }
     if kind.group == RBAC_GROUP && RBAC_KINDS.contains(&kind.kind.as_str()) && !rules.allow_rbac {
@@ -962,14 +969,9 @@ fn related_verdict(plugin: &str, rules: &Effective, related: &Related) -> Result
     if let Some(allowed) = &rules.related
         && !allowed.iter().any(|k| k.matches(kind))
     {
-        let listed: Vec<String> = allowed.iter().map(ToString::to_string).collect();
         return Err(format!(
             "the policy's related kinds for plugin {plugin} do not include {kind} (allowed: {})",
-            if listed.is_empty() {
-                "none".to_string()
-            } else {
-                listed.join(", ")
-            }
+            listed(allowed)
         ));
     }
     if related.is_secret() {

@@ -507,62 +507,12 @@ fn build_controller(
         Some(shard) => format!("{},{shard}", managed_children_selector(&decl.name)),
         None => managed_children_selector(&decl.name),
     };
-    let mut child_caches = Vec::new();
-    for kind in children {
+    let cache = |kind: &KindRef, config: watcher::Config, what: String| {
         let writer = Writer::new(kind.api_resource());
         let store = writer.as_reader();
         let last_error = Arc::new(Mutex::new(None));
         let recorded = last_error.clone();
         let metrics = metrics.clone();
-        let what = format!(
-            "{}child kind {kind} in {}",
-            unavailable_prefix(&decl.name),
-            namespace.unwrap_or("all namespaces")
-        );
-        let stream = reflector::reflector(
-            writer,
-            watcher(
-                api_for(client, kind, namespace),
-                watcher::Config::default().labels(&selector),
-            )
-            .modify(strip_unread_fields),
-        )
-        .default_backoff()
-        .inspect(move |event| {
-            let problem = event.as_ref().err().map(ToString::to_string);
-            metrics.set_unavailable(&what, problem.clone());
-            *recorded.lock().unwrap_or_else(|e| e.into_inner()) = problem;
-        })
-        .touched_objects();
-        controller = controller.owns_stream_with(stream, kind.api_resource());
-        child_caches.push(ChildCache {
-            kind: kind.clone(),
-            store,
-            last_error,
-        });
-    }
-    let mut related_caches = Vec::new();
-    for related in &decl.related {
-        let kind = &related.kind;
-        let writer = Writer::new(kind.api_resource());
-        let store = writer.as_reader();
-        let last_error = Arc::new(Mutex::new(None));
-        let recorded = last_error.clone();
-        let metrics = metrics.clone();
-        let what = format!(
-            "{}related kind {kind} ({:?}) in {}",
-            unavailable_prefix(&decl.name),
-            related.name,
-            namespace.unwrap_or("all namespaces")
-        );
-        // A selector narrows the watch on the API server; by name, any object of the kind
-        // may be named by some parent.
-        let mut config = watcher::Config::default();
-        if let RelatedSelector::LabelSelector(selector) = &related.selector
-            && let Ok(selector) = crate::labels::parse(selector)
-        {
-            config = config.labels(&selector.to_string());
-        }
         let stream = reflector::reflector(
             writer,
             watcher(api_for(client, kind, namespace), config).modify(strip_unread_fields),
@@ -574,6 +524,41 @@ fn build_controller(
             *recorded.lock().unwrap_or_else(|e| e.into_inner()) = problem;
         })
         .touched_objects();
+        let cache = ChildCache {
+            kind: kind.clone(),
+            store,
+            last_error,
+        };
+        (stream, cache)
+    };
+    let scope = namespace.unwrap_or("all namespaces");
+    let mut child_caches = Vec::new();
+    for kind in children {
+        let what = format!(
+            "{}child kind {kind} in {scope}",
+            unavailable_prefix(&decl.name)
+        );
+        let (stream, child_cache) = cache(kind, watcher::Config::default().labels(&selector), what);
+        controller = controller.owns_stream_with(stream, kind.api_resource());
+        child_caches.push(child_cache);
+    }
+    let mut related_caches = Vec::new();
+    for related in &decl.related {
+        let kind = &related.kind;
+        let what = format!(
+            "{}related kind {kind} ({:?}) in {scope}",
+            unavailable_prefix(&decl.name),
+            related.name,
+        );
+        // A selector narrows the watch on the API server; by name, any object of the kind
+        // may be named by some parent.
+        let mut config = watcher::Config::default();
+        if let RelatedSelector::LabelSelector(selector) = &related.selector
+            && let Ok(selector) = crate::labels::parse(selector)
+        {
+            config = config.labels(&selector.to_string());
+        }
+        let (stream, related_cache) = cache(kind, config, what);
         let mapper = {
             let parents = parents.clone();
             let parent_kind = decl.parent.api_resource();
@@ -583,11 +568,7 @@ fn build_controller(
             }
         };
         controller = controller.watches_stream_with(stream, mapper, kind.api_resource());
-        related_caches.push(ChildCache {
-            kind: kind.clone(),
-            store,
-            last_error,
-        });
+        related_caches.push(related_cache);
     }
     (controller, parents, child_caches, related_caches)
 }
