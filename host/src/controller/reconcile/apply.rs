@@ -20,8 +20,9 @@
 //!   ([`Error::NotOwned`]).
 //! - A stale cache cannot make the host take over a namesake: the apply of a known child
 //!   carries its UID, a replaced object answers with a conflict, and the host re-reads it.
-//! - A stale view of a parent cannot make children for it: before it creates a child, the host
-//!   reads the parent and goes on only if it still exists with the UID it believes in.
+//! - A stale view of a parent cannot make or change children for it: before its first write
+//!   of a reconcile, the host reads the parent and goes on only if it still exists with the
+//!   UID and the generation (the spec) the plan was made from.
 //!
 //! # Caveats
 //! - Creating a child the host has never seen cannot carry a precondition (Kubernetes has none
@@ -149,7 +150,8 @@ pub(super) async fn apply_children(
             }
             continue;
         }
-        if before.is_none() && !parent_checked {
+        // Before the first write: the view the plan was made from must still be the parent's.
+        if !parent_checked {
             ensure_parent_current(parent, ctx, plugin).await?;
             parent_checked = true;
         }
@@ -338,8 +340,10 @@ fn api_message(error: &kube::Error) -> String {
     }
 }
 
-/// Fails with [`Error::StaleParent`] unless `parent` still exists with the UID the host has:
-/// a create carries no precondition, so it is the parent's identity that is checked first.
+/// Fails with [`Error::StaleParent`] unless `parent` still exists with the UID and the
+/// generation the host has: a create carries no precondition, so it is the parent's identity
+/// that is checked first; and a spec that changed since the cache showed it (a change that
+/// was undone while the host was not looking, say) must not be written to the children.
 async fn ensure_parent_current(
     parent: &DynamicObject,
     ctx: &PluginContext,
@@ -359,7 +363,11 @@ async fn ensure_parent_current(
             source,
         })?;
     match live {
-        Some(live) if live.uid() == parent.uid() && live.metadata.deletion_timestamp.is_none() => {
+        Some(live)
+            if live.uid() == parent.uid()
+                && live.metadata.generation == parent.metadata.generation
+                && live.metadata.deletion_timestamp.is_none() =>
+        {
             Ok(())
         }
         _ => Err(Error::StaleParent {

@@ -89,8 +89,8 @@ pub enum Error {
     )]
     StatusNotConverging { plugin: String, changes: u32 },
     #[error(
-        "{name:?} was deleted or replaced since the host's cache saw it; nothing is written \
-         for it, and its successor is reconciled once the cache has it"
+        "{name:?} was changed, deleted or replaced since the host's cache saw it; nothing \
+         is written from that view, and what the cache has next is reconciled"
     )]
     StaleParent { name: String },
     #[error("the host is shutting down")]
