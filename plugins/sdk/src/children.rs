@@ -90,29 +90,12 @@ impl Observed {
 
     /// Observed children from the JSON texts of the request.
     pub fn from_json(texts: &[String]) -> Result<Self, Error> {
-        let objects = texts
-            .iter()
-            .enumerate()
-            .map(|(index, text)| {
-                serde_json::from_str(text).map_err(|e| {
-                    Error::Retry(format!("observed child #{index} is not valid JSON: {e}"))
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(Observed::new(objects))
+        Ok(Observed::new(parse_all(texts, "observed child")?))
     }
 
     /// Adds the related objects declared as `name`, from the JSON texts of the request.
     pub(crate) fn add_related_json(&mut self, name: &str, texts: &[String]) -> Result<(), Error> {
-        let objects = texts
-            .iter()
-            .enumerate()
-            .map(|(index, text)| {
-                serde_json::from_str(text).map_err(|e| {
-                    Error::Retry(format!("related {name} #{index} is not valid JSON: {e}"))
-                })
-            })
-            .collect::<Result<_, _>>()?;
+        let objects = parse_all(texts, &format!("related {name}"))?;
         self.related.insert(name.to_string(), objects);
         Ok(())
     }
@@ -182,6 +165,19 @@ impl Observed {
     pub fn is_empty(&self) -> bool {
         self.objects.is_empty()
     }
+}
+
+/// The objects of the request's JSON texts; `what` names them in the error (`observed child
+/// #1 is not valid JSON: ...`).
+fn parse_all(texts: &[String], what: &str) -> Result<Vec<Value>, Error> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            serde_json::from_str(text)
+                .map_err(|e| Error::Retry(format!("{what} #{index} is not valid JSON: {e}")))
+        })
+        .collect()
 }
 
 fn is_kind<K: k8s_openapi::Resource>(object: &Value) -> bool {

@@ -92,14 +92,9 @@ pub(super) async fn apply_children(
         if let Some((closing, live)) = &barrier
             && closing.stage < planned.stage
         {
-            let readiness = closing
-                .barrier
-                .as_ref()
-                .expect("a barrier child has a readiness");
-            if !live.as_ref().is_some_and(|live| is_ready(live, readiness)) {
+            if let Some(wait) = unready(closing, live.as_ref()) {
                 outcome.waiting = Some(format!(
-                    "waiting for {}; {} more children after it are not applied yet",
-                    describe_wait(&closing.object, readiness),
+                    "waiting for {wait}; {} more children after it are not applied yet",
                     plan.apply.len() - index
                 ));
                 break;
@@ -227,16 +222,7 @@ pub(super) async fn apply_children(
     {
         // The last stage's barrier holds nothing back, but the parent is not reconciled
         // until it is ready either: what it waits for is what the plugin asked for.
-        let readiness = closing
-            .barrier
-            .as_ref()
-            .expect("a barrier child has a readiness");
-        if !live.as_ref().is_some_and(|live| is_ready(live, readiness)) {
-            outcome.waiting = Some(format!(
-                "waiting for {}",
-                describe_wait(&closing.object, readiness)
-            ));
-        }
+        outcome.waiting = unready(closing, live.as_ref()).map(|wait| format!("waiting for {wait}"));
     }
     // Only the children of this plan: one it no longer returns is pruned, not remembered.
     // Children after a barrier that holds are not remembered either: they were not applied.
@@ -245,6 +231,14 @@ pub(super) async fn apply_children(
         .or_default()
         .applied = applied;
     Ok(outcome)
+}
+
+/// What the barrier child `closing` waits for, unless `live` (as the API server has it now)
+/// is ready.
+fn unready(closing: &PlannedChild, live: Option<&Value>) -> Option<String> {
+    let readiness = closing.barrier.as_ref()?;
+    (!live.is_some_and(|live| is_ready(live, readiness)))
+        .then(|| describe_wait(&closing.object, readiness))
 }
 
 /// Deletes `existing` (a `recreate` child whose change was refused as immutable) in the
