@@ -6,7 +6,7 @@ WASM_OUT := $(CARGO_TARGET_DIR)/wasm32-wasip2/plugin
 PLUGINS_DIR := target/plugins
 TEST_PLUGINS_DIR := target/test-plugins
 # Example plugins, served by `operator-host run`.
-PLUGINS := memcached mysql
+PLUGINS := memcached mysql etcd
 # Test-only plugins: hostile guests, another contract version, a parent kind of its own for
 # the CRD-ownership tests (squatter), the v2 Memcached.
 TEST_PLUGINS := hostile wrong-contract squatter staged

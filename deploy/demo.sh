@@ -13,8 +13,10 @@ export KUBECONFIG="$root/target/devcluster/kubeconfig"
 kubectl="$root/target/devcluster/bin/kubectl"
 
 metrics_addr=127.0.0.1:8080
+# The examples' policy: each example plugin's kinds, restricted pods, and for etcd its TLS
+# Secret as a related resource (hashes only).
 target/release/operator-host run --plugins target/plugins --install-crds \
-	--metrics-addr "$metrics_addr" >"$state/host.log" 2>&1 &
+	--policy examples/policy.yaml --metrics-addr "$metrics_addr" >"$state/host.log" 2>&1 &
 host=$!
 trap 'kill -TERM $host 2>/dev/null; wait $host 2>/dev/null || true' EXIT INT TERM
 
@@ -25,17 +27,21 @@ for _ in $(seq 1 120); do
 	sleep 0.5
 done
 
-"$kubectl" apply -f examples/memcached.yaml -f examples/mysql.yaml
+"$kubectl" apply -f examples/memcached.yaml -f examples/mysql.yaml -f examples/etcd.yaml
 echo "waiting for the Memcached example to become Available..."
 "$kubectl" wait --for=condition=Available memcached/memcached-sample --timeout=120s
 "$kubectl" get memcached,deployments,services,pods -o wide
 echo "waiting for the MySQL example to become ONLINE..."
 "$kubectl" wait --for=jsonpath='{.status.cluster.status}'=ONLINE innodbcluster/mycluster --timeout=180s
 "$kubectl" get innodbclusters,statefulsets,deployments,services,pods -l app.kubernetes.io/managed-by=operator-host
+echo "waiting for the etcd example to be Running..."
+"$kubectl" wait --for=condition=Ready etcdcluster/example --timeout=180s
+"$kubectl" get etcdclusters,statefulsets,services,pods -l app.kubernetes.io/instance=example
 echo
 echo "Try editing the CR and watch the host follow:"
 echo "  KUBECONFIG=$KUBECONFIG $kubectl patch memcached memcached-sample --type merge -p '{\"spec\":{\"size\":5}}'"
 echo "  KUBECONFIG=$KUBECONFIG $kubectl patch ic mycluster --type merge -p '{\"spec\":{\"router\":{\"instances\":0}}}'"
+echo "  KUBECONFIG=$KUBECONFIG $kubectl patch etcd example --type merge -p '{\"spec\":{\"replicas\":5}}'   # membership Jobs, one member at a time"
 echo "  make test-plugins && cp target/test-plugins/memcached-v2.wasm target/plugins/memcached.wasm   # hot swap: children get the v2 annotation"
 echo "  cp target/plugins-python/memcached.wasm target/plugins/memcached.wasm   # the same operator in Python takes over; its children are not written again"
 echo "  curl -s http://$metrics_addr/metrics | grep operator_host_"
