@@ -7,6 +7,9 @@ PLUGINS_DIR := target/plugins
 TEST_PLUGINS_DIR := target/test-plugins
 # Example plugins, served by `operator-host run`.
 PLUGINS := memcached mysql etcd
+# The example plugins the host image carries (deploy/image/build.sh) and the install
+# manifests' RBAC covers: tests/src/manifests.rs's BUNDLED_PLUGINS.
+IMAGE_PLUGINS := memcached mysql
 # Test-only plugins: hostile guests, another contract version, a parent kind of its own for
 # the CRD-ownership tests (squatter), the v2 Memcached.
 TEST_PLUGINS := hostile wrong-contract squatter staged
@@ -133,7 +136,7 @@ python-test: python-env
 # The container images (deploy/image/build.sh): the static musl host and the bundled plugins,
 # as reproducible OCI layouts and archives under target/image; prints reference@digest of each.
 image: rust-plugins
-	deploy/image/build.sh $(PLUGINS)
+	deploy/image/build.sh $(IMAGE_PLUGINS)
 
 test-plugins: plugins python-test-plugins js-test-plugins go-test-plugins
 	cargo build --target wasm32-wasip2 --profile plugin $(addprefix -p ,$(TEST_PLUGINS) $(EXAMPLE_PLUGINS))
@@ -170,12 +173,12 @@ manifests: host rust-plugins
 		'# changing a plugin'"'"'s kinds, the policy ($(MANIFESTS_BASE)/policy.yaml) or the Lease.' \
 		'# tests/tests/manifests.rs checks that the roles equal what operator-host rbac prints.' \
 		'#' \
-		'# operator-host rbac $(PLUGINS:%=target/plugins/%.wasm) --install-crds --name operator-host' \
+		'# operator-host rbac $(IMAGE_PLUGINS:%=target/plugins/%.wasm) --install-crds --name operator-host' \
 		'#   --policy $(MANIFESTS_BASE)/policy.yaml --leader-elect' \
 		'#   --leader-elect-namespace operator-host --leader-elect-lease operator-host' \
 		'#   --plugins-from-cluster' \
 		'#'; \
-	  $(CARGO_TARGET_DIR)/release/operator-host rbac $(PLUGINS:%=$(PLUGINS_DIR)/%.wasm) \
+	  $(CARGO_TARGET_DIR)/release/operator-host rbac $(IMAGE_PLUGINS:%=$(PLUGINS_DIR)/%.wasm) \
 		--install-crds --name operator-host --policy $(MANIFESTS_BASE)/policy.yaml \
 		--leader-elect --leader-elect-namespace operator-host --leader-elect-lease operator-host \
 		--plugins-from-cluster; \
@@ -186,12 +189,12 @@ manifests: host rust-plugins
 		'# the sharded overlay, patched over the base'"'"'s: the same ClusterRole, and a Lease Role' \
 		'# for the shard Leases. tests/tests/manifests.rs checks them.' \
 		'#' \
-		'# operator-host rbac $(PLUGINS:%=target/plugins/%.wasm) --install-crds --name operator-host' \
+		'# operator-host rbac $(IMAGE_PLUGINS:%=target/plugins/%.wasm) --install-crds --name operator-host' \
 		'#   --policy $(MANIFESTS_BASE)/policy.yaml --leader-elect --shard' \
 		'#   --leader-elect-namespace operator-host --leader-elect-lease operator-host' \
 		'#   --plugins-from-cluster' \
 		'#'; \
-	  $(CARGO_TARGET_DIR)/release/operator-host rbac $(PLUGINS:%=$(PLUGINS_DIR)/%.wasm) \
+	  $(CARGO_TARGET_DIR)/release/operator-host rbac $(IMAGE_PLUGINS:%=$(PLUGINS_DIR)/%.wasm) \
 		--install-crds --name operator-host --policy $(MANIFESTS_BASE)/policy.yaml \
 		--leader-elect --shard --leader-elect-namespace operator-host --leader-elect-lease operator-host \
 		--plugins-from-cluster; \

@@ -125,7 +125,8 @@ pub struct Plan {
 
 impl PlannedChild {
     /// How the host handles this child, when it is not 0.1.0's only way (in place, no
-    /// barrier): `update=recreate ready-when=condition Complete`, for `render`. (The delete
+    /// barrier, first stage): `stage 0: update=recreate ready-when=condition Complete`, or
+    /// `stage 1` for a child behind a barrier, for `render`. (The delete
     /// policy shows in the object, as [`ON_PRUNE_ANNOTATION`].)
     pub fn handling(&self) -> Option<String> {
         let mut parts = Vec::new();
@@ -143,7 +144,12 @@ impl PlannedChild {
                 parts.push(format!("ready-when={path}={value}"));
             }
         }
-        (!parts.is_empty()).then(|| format!("stage {}: {}", self.stage, parts.join(" ")))
+        // A child behind a barrier says so even with the default options.
+        match (self.stage, parts.is_empty()) {
+            (0, true) => None,
+            (stage, true) => Some(format!("stage {stage}")),
+            (stage, false) => Some(format!("stage {stage}: {}", parts.join(" "))),
+        }
     }
 }
 

@@ -16,7 +16,8 @@ fn write(dir: &tempfile::TempDir, name: &str, document: &Value) -> PathBuf {
 }
 
 fn render(args: &[&str]) -> String {
-    let mut all = vec!["render", path_str(&example_plugin("etcd"))];
+    let plugin = example_plugin("etcd");
+    let mut all = vec!["render", path_str(&plugin)];
     all.extend(args);
     all.extend(["--now", NOW]);
     let output = operator_host(&all);
@@ -35,14 +36,16 @@ fn example_cluster(spec: Value) -> Value {
 
 #[test]
 fn render_of_the_example_matches_the_golden_file() {
-    util::assert_golden(&render(&[path_str(&example("etcd.yaml"))]), "etcd.yaml");
+    let cr = example("etcd.yaml");
+    util::assert_golden(&render(&[path_str(&cr)]), "etcd.yaml");
 }
 
 /// The children of the example, applied and settled: three ready members.
 fn settled_three(dir: &tempfile::TempDir) -> PathBuf {
+    let plugin = example_plugin("etcd");
     let output = operator_host(&[
         "render",
-        path_str(&example_plugin("etcd")),
+        path_str(&plugin),
         path_str(&example("etcd.yaml")),
         "-o",
         "json",
@@ -77,11 +80,15 @@ fn render_of_a_scale_up_shows_the_membership_job_as_a_barrier_before_the_resize(
     let cr = write(&dir, "cr.yaml", &example_cluster(json!({"replicas": 5})));
     let rendered = render(&[path_str(&cr), "--observed", path_str(&observed)]);
     util::assert_golden(&rendered, "etcd-scale-up.yaml");
-    // What the golden holds, said plainly: the Job is the last child of the first stage.
+    // What the golden holds, said plainly: the Job closes the first stage, and the resize
+    // is in the stage it holds.
+    let barrier = rendered
+        .find("# stage 0: update=recreate ready-when=condition Complete")
+        .unwrap();
     let job = rendered.find("name: example-add-3").unwrap();
-    let barrier = rendered.find("# stage 2").unwrap();
+    let held = rendered.find("# stage 1").unwrap();
     let resize = rendered.find("replicas: 4").unwrap();
-    assert!(job < barrier && barrier < resize, "{rendered}");
+    assert!(barrier < job && job < held && held < resize, "{rendered}");
 }
 
 #[test]
@@ -137,5 +144,8 @@ fn render_with_a_missing_tls_secret_creates_no_member_and_says_why() {
         set["spec"]["template"]["metadata"]["annotations"]["etcd.operator-host.dev/tls-hash"]
             .is_string()
     );
-    assert!(!rendered.contains("Y2E="), "the plugin never sees the Secret's data");
+    assert!(
+        !rendered.contains("Y2E="),
+        "the plugin never sees the Secret's data"
+    );
 }

@@ -182,7 +182,12 @@ fn is_ready(pod: &Pod) -> bool {
 fn sizes(seen: &[Seen<StatefulSet>]) -> Vec<(i32, u64)> {
     let mut sizes: Vec<(i32, u64)> = Vec::new();
     for s in seen.iter().filter(|s| !s.deleted) {
-        let size = s.object.spec.as_ref().and_then(|spec| spec.replicas).unwrap_or(1);
+        let size = s
+            .object
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.replicas)
+            .unwrap_or(1);
         if sizes.last().map(|(last, _)| *last) != Some(size) {
             sizes.push((size, s.revision));
         }
@@ -231,19 +236,22 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
     patch_spec(&api, json!({"replicas": 3})).await;
     wait_phase(&api, "Running", 3).await;
 
-    let sizes = sizes(&set_log.seen());
+    let resizes = sizes(&set_log.seen());
     assert_eq!(
-        sizes.iter().map(|(size, _)| *size).collect::<Vec<_>>(),
+        resizes.iter().map(|(size, _)| *size).collect::<Vec<_>>(),
         [3, 4, 5, 4, 3],
         "one member at a time"
     );
-    let jobs = jobs(&job_log.seen());
+    let changes = jobs(&job_log.seen());
     assert_eq!(
-        jobs.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>(),
+        changes
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>(),
         ["ec-add-3", "ec-add-4", "ec-remove-4", "ec-remove-3"],
         "the membership changes, in order (a new cluster needs none)"
     );
-    for ((job, complete), (size, resized)) in jobs.iter().zip(&sizes[1..]) {
+    for ((job, complete), (size, resized)) in changes.iter().zip(&resizes[1..]) {
         let complete = complete.unwrap_or_else(|| panic!("{job} was never Complete"));
         assert!(
             complete < *resized,
@@ -258,22 +266,31 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
     .await
     .unwrap();
     // A removed member's volume goes with it, so a later member of that name starts empty.
-    wait_for("the removed members' claims to be deleted", TIMEOUT, || async {
-        let claims = ns
-            .api::<PersistentVolumeClaim>()
-            .list(&ListParams::default().labels(MEMBERS))
-            .await?;
-        let names: BTreeSet<String> = claims.items.iter().map(ResourceExt::name_any).collect();
-        Ok((names == BTreeSet::from(["data-ec-0".into(), "data-ec-1".into(), "data-ec-2".into()]))
+    wait_for(
+        "the removed members' claims to be deleted",
+        TIMEOUT,
+        || async {
+            let claims = ns
+                .api::<PersistentVolumeClaim>()
+                .list(&ListParams::default().labels(MEMBERS))
+                .await?;
+            let names: BTreeSet<String> = claims.items.iter().map(ResourceExt::name_any).collect();
+            Ok((names
+                == BTreeSet::from(["data-ec-0".into(), "data-ec-1".into(), "data-ec-2".into()]))
             .then_some(()))
-    })
+        },
+    )
     .await
     .unwrap();
 
     // A version change: the StatefulSet replaces one member at a time, each after the
     // previous one is ready again, so a quorum (2 of 3) is ready throughout.
     let pod_log = Recorder::start(ns.api::<Pod>()).await;
-    let before = ns.api::<Pod>().list(&ListParams::default().labels(MEMBERS)).await.unwrap();
+    let before = ns
+        .api::<Pod>()
+        .list(&ListParams::default().labels(MEMBERS))
+        .await
+        .unwrap();
     let mut ready: BTreeMap<String, bool> = before
         .items
         .iter()
@@ -281,18 +298,25 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
         .collect();
     assert_eq!(ready.values().filter(|r| **r).count(), 3);
     patch_spec(&api, json!({"version": "3.5.18"})).await;
-    wait_for("every member to run 3.5.18 and be ready", TIMEOUT, || async {
-        let pods = ns.api::<Pod>().list(&ListParams::default().labels(MEMBERS)).await?;
-        let done = pods.items.len() == 3
-            && pods.items.iter().all(|p| {
-                is_ready(p)
-                    && p.spec.as_ref().is_some_and(|s| {
-                        s.containers[0].image.as_deref()
-                            == Some("gcr.io/etcd-development/etcd:v3.5.18")
-                    })
-            });
-        Ok(done.then_some(()))
-    })
+    wait_for(
+        "every member to run 3.5.18 and be ready",
+        TIMEOUT,
+        || async {
+            let pods = ns
+                .api::<Pod>()
+                .list(&ListParams::default().labels(MEMBERS))
+                .await?;
+            let done = pods.items.len() == 3
+                && pods.items.iter().all(|p| {
+                    is_ready(p)
+                        && p.spec.as_ref().is_some_and(|s| {
+                            s.containers[0].image.as_deref()
+                                == Some("gcr.io/etcd-development/etcd:v3.5.18")
+                        })
+                });
+            Ok(done.then_some(()))
+        },
+    )
     .await
     .unwrap();
     let cr = wait_phase(&api, "Running", 3).await;
@@ -301,7 +325,11 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
     let mut deletions = 0;
     for seen in pod_log.seen() {
         let labels = seen.object.labels();
-        if labels.get("app.kubernetes.io/component").map(String::as_str) != Some("member") {
+        if labels
+            .get("app.kubernetes.io/component")
+            .map(String::as_str)
+            != Some("member")
+        {
             continue;
         }
         if seen.deleted {
@@ -313,7 +341,10 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
         fewest_ready = fewest_ready.min(ready.values().filter(|r| **r).count());
     }
     assert_eq!(deletions, 3, "each member is replaced once");
-    assert_eq!(fewest_ready, 2, "one member at a time is down during the roll");
+    assert_eq!(
+        fewest_ready, 2,
+        "one member at a time is down during the roll"
+    );
     assert!(
         jobs(&job_log.seen()).len() == 4,
         "a version change needs no membership change"
@@ -325,8 +356,16 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
         let gone = ns.api::<StatefulSet>().get_opt(NAME).await?.is_none()
             && ns.api::<Service>().get_opt("ec-peer").await?.is_none()
             && ns.api::<Service>().get_opt("ec-client").await?.is_none()
-            && ns.api::<ConfigMap>().get_opt("ec-membership").await?.is_none()
-            && ns.api::<PodDisruptionBudget>().get_opt(NAME).await?.is_none()
+            && ns
+                .api::<ConfigMap>()
+                .get_opt("ec-membership")
+                .await?
+                .is_none()
+            && ns
+                .api::<PodDisruptionBudget>()
+                .get_opt(NAME)
+                .await?
+                .is_none()
             && ns
                 .api::<PersistentVolumeClaim>()
                 .list(&ListParams::default().labels(MEMBERS))
@@ -377,12 +416,20 @@ fn tls_hash(set: &StatefulSet) -> Option<String> {
 async fn the_tls_secret_holds_a_new_cluster_until_it_exists_and_a_new_certificate_rolls_the_members()
  {
     let (ns, host, api) = etcd_host("etcd-tls").await;
-    create(&api, json!({"replicas": 1, "tls": {"secretName": "ec-tls"}})).await;
+    create(
+        &api,
+        json!({"replicas": 1, "tls": {"secretName": "ec-tls"}}),
+    )
+    .await;
     let cr = wait_phase(&api, "Pending", 0).await;
     let ready = condition(&cr, "Ready");
     assert_eq!(ready["reason"], "SecretNotFound", "{ready}");
     assert!(
-        ns.api::<StatefulSet>().get_opt(NAME).await.unwrap().is_none(),
+        ns.api::<StatefulSet>()
+            .get_opt(NAME)
+            .await
+            .unwrap()
+            .is_none(),
         "no member without its certificate"
     );
 
@@ -397,7 +444,11 @@ async fn the_tls_secret_holds_a_new_cluster_until_it_exists_and_a_new_certificat
 
     // A renewed certificate changes the template's hash (the plugin sees only hashes).
     secrets
-        .replace("ec-tls", &PostParams::default(), &tls_secret("certificate two"))
+        .replace(
+            "ec-tls",
+            &PostParams::default(),
+            &tls_secret("certificate two"),
+        )
         .await
         .unwrap();
     let second = wait_for("the template to carry the new hash", TIMEOUT, || async {
@@ -432,8 +483,16 @@ async fn the_tls_secret_holds_a_new_cluster_until_it_exists_and_a_new_certificat
             .contains("tls.key")
     );
     let set = ns.api::<StatefulSet>().get(NAME).await.unwrap();
-    assert_eq!(set.spec.as_ref().unwrap().replicas, Some(1), "no member added");
-    assert_eq!(tls_hash(&set), Some(second), "the members keep their certificate");
+    assert_eq!(
+        set.spec.as_ref().unwrap().replicas,
+        Some(1),
+        "no member added"
+    );
+    assert_eq!(
+        tls_hash(&set),
+        Some(second),
+        "the members keep their certificate"
+    );
     assert!(ns.api::<Job>().get_opt("ec-add-1").await.unwrap().is_none());
     host.stop().await;
     ns.cleanup().await.unwrap();

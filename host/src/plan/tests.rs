@@ -391,6 +391,14 @@ fn barriers_split_the_children_into_stages_each_ordered_by_kind() {
         Some("stage 0: ready-when=condition Available")
     );
     assert_eq!(plan.apply[1].handling(), None);
+    assert_eq!(
+        plan.apply[2].handling().as_deref(),
+        Some("stage 1: update=create-only")
+    );
+    assert_eq!(
+        plan.apply[3].handling().as_deref(),
+        Some("stage 1: update=recreate")
+    );
 }
 
 #[test]

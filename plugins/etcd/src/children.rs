@@ -7,10 +7,10 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapEnvSource, Container, ContainerPort, EnvFromSource, EnvVar,
-    EnvVarSource, HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PodSpec, PodTemplateSpec, Probe, SecretVolumeSource, Service,
-    ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
+    ConfigMap, ConfigMapEnvSource, Container, ContainerPort, EnvFromSource, EnvVar, EnvVarSource,
+    HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec,
+    PodTemplateSpec, Probe, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume,
+    VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -328,8 +328,7 @@ pub fn stateful_set(
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(labels(topology.name, Component::Member)),
-                    annotations: (!template_annotations.is_empty())
-                        .then_some(template_annotations),
+                    annotations: (!template_annotations.is_empty()).then_some(template_annotations),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
@@ -432,9 +431,7 @@ pub fn membership_job(
                 }),
                 spec: Some(PodSpec {
                     restart_policy: Some("Never".to_string()),
-                    security_context: Some(restricted_pod_security_context(Some(
-                        MEMBERSHIP_UID,
-                    ))),
+                    security_context: Some(restricted_pod_security_context(Some(MEMBERSHIP_UID))),
                     containers: vec![Container {
                         name: "etcdctl".to_string(),
                         image: Some(format!("{}:{version}", spec.membership_repository)),

@@ -26,8 +26,7 @@ pub mod status;
 
 use children::{TLS_HASH_ANNOTATION, VERSION_ANNOTATION, membership_name, membership_of};
 use members::{
-    Change, ClusterState, JobState, Membership, ObservedCluster, Step, Topology, Version,
-    next_step,
+    Change, ClusterState, JobState, Membership, ObservedCluster, Step, Topology, Version, next_step,
 };
 pub use spec::{EtcdCluster, EtcdClusterSpec, TLS_KEYS, TlsSpec};
 pub use status::EtcdClusterStatus;
@@ -125,10 +124,9 @@ impl Reconciler for EtcdOperator {
                 };
                 let (membership, version) = match step {
                     Step::Bootstrap | Step::Steady => (running, cluster.version),
-                    Step::Wait | Step::VersionRefused(_) => (
-                        observed_membership.unwrap_or(running),
-                        cluster.version,
-                    ),
+                    Step::Wait | Step::VersionRefused(_) => {
+                        (observed_membership.unwrap_or(running), cluster.version)
+                    }
                     Step::Roll(version) => (running, version),
                     Step::Add(ordinal) | Step::Stuck(Change::Add(ordinal)) => (
                         Membership {
@@ -277,7 +275,10 @@ enum TlsCheck {
     /// The Secret has every key; the hash of its values' hashes.
     Ready(String),
     /// Missing, or without some key.
-    Unusable { reason: &'static str, message: String },
+    Unusable {
+        reason: &'static str,
+        message: String,
+    },
 }
 
 fn tls_check(spec: &EtcdClusterSpec, observed: &Observed) -> Result<TlsCheck, Error> {
@@ -287,7 +288,10 @@ fn tls_check(spec: &EtcdClusterSpec, observed: &Observed) -> Result<TlsCheck, Er
     let Some(secret) = observed.related::<Secret>("tls")?.into_iter().next() else {
         return Ok(TlsCheck::Unusable {
             reason: "SecretNotFound",
-            message: format!("the Secret {:?} (spec.tls.secretName) does not exist", tls.secret_name),
+            message: format!(
+                "the Secret {:?} (spec.tls.secretName) does not exist",
+                tls.secret_name
+            ),
         });
     };
     let data = secret.data.unwrap_or_default();
@@ -390,12 +394,16 @@ fn status(
         ),
     };
     let (phase, reason, message) = match (tls, cluster) {
-        (TlsCheck::Unusable { reason, message }, None) => (status::PENDING, *reason, message.clone()),
+        (TlsCheck::Unusable { reason, message }, None) => {
+            (status::PENDING, *reason, message.clone())
+        }
         (TlsCheck::Unusable { reason, message }, Some(_)) => (phase, *reason, message.clone()),
         _ => (phase, reason, message),
     };
     let at_spec = matches!(step, Step::Steady) && !matches!(tls, TlsCheck::Unusable { .. });
-    let mut conditions = vec![Condition::new("Ready", at_spec, reason, message, generation)];
+    let mut conditions = vec![Condition::new(
+        "Ready", at_spec, reason, message, generation,
+    )];
     match tls {
         TlsCheck::Off => {}
         TlsCheck::Ready(_) => conditions.push(Condition::new(

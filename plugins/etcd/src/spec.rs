@@ -115,9 +115,7 @@ pub fn validate(cluster: &EtcdCluster) -> Result<EtcdClusterSpec, Error> {
     if name.len() > MAX_NAME_LEN || !is_dns_label(&name) {
         return Err(Error::invalid_at(
             "metadata.name",
-            format!(
-                "must be a DNS-1123 label of at most {MAX_NAME_LEN} characters, got {name:?}"
-            ),
+            format!("must be a DNS-1123 label of at most {MAX_NAME_LEN} characters, got {name:?}"),
         ));
     }
     let spec = &cluster.spec;

@@ -58,7 +58,14 @@ fn initial_cluster_lists_members_zero_to_n_in_order() {
 
 #[test]
 fn quorum_and_fault_tolerance_follow_raft() {
-    for (members, q, f) in [(1, 1, 0), (2, 2, 0), (3, 2, 1), (4, 3, 1), (5, 3, 2), (7, 4, 3)] {
+    for (members, q, f) in [
+        (1, 1, 0),
+        (2, 2, 0),
+        (3, 2, 1),
+        (4, 3, 1),
+        (5, 3, 2),
+        (7, 4, 3),
+    ] {
         assert_eq!(quorum(members), q, "quorum of {members}");
         assert_eq!(fault_tolerance(members), f, "fault tolerance of {members}");
     }
@@ -67,7 +74,9 @@ fn quorum_and_fault_tolerance_follow_raft() {
 #[test]
 fn versions_parse_strictly() {
     assert_eq!(v("3.5.17"), V3517);
-    for bad in ["3.5", "3.5.17.1", "v3.5.17", "3.5.x", "", "3..1", "3.5.-1", "3.5.17 "] {
+    for bad in [
+        "3.5", "3.5.17.1", "v3.5.17", "3.5.x", "", "3..1", "3.5.-1", "3.5.17 ",
+    ] {
         assert_eq!(Version::parse(bad), None, "{bad:?}");
     }
     assert_eq!(v("3.10.0").to_string(), "3.10.0");
@@ -80,7 +89,10 @@ fn a_version_rolls_one_minor_up_or_any_patch_within_a_minor() {
     assert!(v("3.5.17").may_roll_to(v("3.5.1")).is_ok());
     assert!(v("3.5.17").may_roll_to(v("3.6.0")).is_ok());
     let skip = v("3.4.30").may_roll_to(v("3.6.0")).unwrap_err();
-    assert!(skip.contains("skips a minor") && skip.contains("3.5.x"), "{skip}");
+    assert!(
+        skip.contains("skips a minor") && skip.contains("3.5.x"),
+        "{skip}"
+    );
     let down = v("3.6.0").may_roll_to(v("3.5.17")).unwrap_err();
     assert!(down.contains("downgrade"), "{down}");
     let major = v("3.6.0").may_roll_to(v("4.0.0")).unwrap_err();
@@ -92,7 +104,14 @@ fn membership_job_names_round_trip_and_other_names_are_not_membership_jobs() {
     for change in [Change::Add(0), Change::Add(6), Change::Remove(4)] {
         assert_eq!(Change::of_job("ec", &change.job_name("ec")), Some(change));
     }
-    for other in ["ec-add-", "ec-add-x", "ec-grow-3", "ecx-add-3", "ec", "other-add-1"] {
+    for other in [
+        "ec-add-",
+        "ec-add-x",
+        "ec-grow-3",
+        "ecx-add-3",
+        "ec",
+        "other-add-1",
+    ] {
         assert_eq!(Change::of_job("ec", other), None, "{other}");
     }
     // A cluster whose name is another's prefix does not take its Jobs.
@@ -117,13 +136,34 @@ fn no_statefulset_bootstraps() {
 
 #[test]
 fn scaling_goes_one_member_at_a_time_and_only_from_a_ready_cluster() {
-    assert_eq!(next_step(5, V3517, Some(&cluster(3, true, vec![]))), Step::Add(3));
-    assert_eq!(next_step(5, V3517, Some(&cluster(4, true, vec![]))), Step::Add(4));
-    assert_eq!(next_step(3, V3517, Some(&cluster(5, true, vec![]))), Step::Remove(4));
-    assert_eq!(next_step(3, V3517, Some(&cluster(4, true, vec![]))), Step::Remove(3));
-    assert_eq!(next_step(5, V3517, Some(&cluster(3, false, vec![]))), Step::Wait);
-    assert_eq!(next_step(1, V3517, Some(&cluster(3, false, vec![]))), Step::Wait);
-    assert_eq!(next_step(3, V3517, Some(&cluster(3, true, vec![]))), Step::Steady);
+    assert_eq!(
+        next_step(5, V3517, Some(&cluster(3, true, vec![]))),
+        Step::Add(3)
+    );
+    assert_eq!(
+        next_step(5, V3517, Some(&cluster(4, true, vec![]))),
+        Step::Add(4)
+    );
+    assert_eq!(
+        next_step(3, V3517, Some(&cluster(5, true, vec![]))),
+        Step::Remove(4)
+    );
+    assert_eq!(
+        next_step(3, V3517, Some(&cluster(4, true, vec![]))),
+        Step::Remove(3)
+    );
+    assert_eq!(
+        next_step(5, V3517, Some(&cluster(3, false, vec![]))),
+        Step::Wait
+    );
+    assert_eq!(
+        next_step(1, V3517, Some(&cluster(3, false, vec![]))),
+        Step::Wait
+    );
+    assert_eq!(
+        next_step(3, V3517, Some(&cluster(3, true, vec![]))),
+        Step::Steady
+    );
 }
 
 #[test]
@@ -154,18 +194,33 @@ fn jobs_of_earlier_changes_are_not_taken_for_the_current_one() {
 #[test]
 fn a_failed_membership_job_stops_everything_until_it_is_deleted() {
     let failed = cluster(3, true, vec![(Change::Add(3), JobState::Failed)]);
-    assert_eq!(next_step(5, V3517, Some(&failed)), Step::Stuck(Change::Add(3)));
-    assert_eq!(next_step(3, v("3.6.0"), Some(&failed)), Step::Stuck(Change::Add(3)));
+    assert_eq!(
+        next_step(5, V3517, Some(&failed)),
+        Step::Stuck(Change::Add(3))
+    );
+    assert_eq!(
+        next_step(3, v("3.6.0"), Some(&failed)),
+        Step::Stuck(Change::Add(3))
+    );
     // Deleted: the change starts again.
-    assert_eq!(next_step(5, V3517, Some(&cluster(3, true, vec![]))), Step::Add(3));
+    assert_eq!(
+        next_step(5, V3517, Some(&cluster(3, true, vec![]))),
+        Step::Add(3)
+    );
 }
 
 #[test]
 fn a_version_change_rolls_only_at_the_desired_size_when_ready_and_allowed() {
     let ready = cluster(3, true, vec![]);
-    assert_eq!(next_step(3, v("3.6.1"), Some(&ready)), Step::Roll(v("3.6.1")));
+    assert_eq!(
+        next_step(3, v("3.6.1"), Some(&ready)),
+        Step::Roll(v("3.6.1"))
+    );
     assert_eq!(next_step(5, v("3.6.1"), Some(&ready)), Step::Add(3));
-    assert_eq!(next_step(3, v("3.6.1"), Some(&cluster(3, false, vec![]))), Step::Wait);
+    assert_eq!(
+        next_step(3, v("3.6.1"), Some(&cluster(3, false, vec![]))),
+        Step::Wait
+    );
     match next_step(3, v("3.7.0"), Some(&ready)) {
         Step::VersionRefused(why) => assert!(why.contains("skips a minor"), "{why}"),
         other => panic!("expected a refusal, got {other:?}"),
@@ -250,7 +305,13 @@ fn names(desired: &Desired) -> Vec<String> {
     desired
         .children
         .iter()
-        .map(|c| format!("{}/{}", c["kind"].as_str().unwrap(), c["metadata"]["name"].as_str().unwrap()))
+        .map(|c| {
+            format!(
+                "{}/{}",
+                c["kind"].as_str().unwrap(),
+                c["metadata"]["name"].as_str().unwrap()
+            )
+        })
         .collect()
 }
 
@@ -329,9 +390,15 @@ fn the_statefulset_runs_distroless_members_from_their_pod_name_and_the_membershi
         ),
         "{args:?}"
     );
-    assert!(!args.iter().any(|a| a.starts_with("--initial-cluster=")), "{args:?}");
+    assert!(
+        !args.iter().any(|a| a.starts_with("--initial-cluster=")),
+        "{args:?}"
+    );
     let env_from = container.env_from.clone().unwrap();
-    assert_eq!(env_from[0].config_map_ref.as_ref().unwrap().name, "ec-membership");
+    assert_eq!(
+        env_from[0].config_map_ref.as_ref().unwrap().name,
+        "ec-membership"
+    );
     let security = pod.security_context.unwrap();
     assert_eq!(security.run_as_non_root, Some(true));
 }
@@ -339,10 +406,20 @@ fn the_statefulset_runs_distroless_members_from_their_pod_name_and_the_membershi
 #[test]
 fn services_are_a_headless_peer_service_publishing_unready_members_and_a_client_service() {
     let desired = reconcile(&etcd(json!({})), &Observed::default());
-    let peer = desired.get::<Service>("ec-peer").unwrap().unwrap().spec.unwrap();
+    let peer = desired
+        .get::<Service>("ec-peer")
+        .unwrap()
+        .unwrap()
+        .spec
+        .unwrap();
     assert_eq!(peer.cluster_ip.as_deref(), Some("None"));
     assert_eq!(peer.publish_not_ready_addresses, Some(true));
-    let client = desired.get::<Service>("ec-client").unwrap().unwrap().spec.unwrap();
+    let client = desired
+        .get::<Service>("ec-client")
+        .unwrap()
+        .unwrap()
+        .spec
+        .unwrap();
     assert_eq!(client.cluster_ip, None);
     assert_eq!(client.ports.unwrap()[0].port, 2379);
     assert_eq!(peer.selector, client.selector);
@@ -374,7 +451,10 @@ fn a_ready_cluster_at_its_size_is_running_and_its_membership_says_existing() {
 fn bootstrapping_members_keep_the_new_membership_until_they_are_ready() {
     let cr = etcd(json!({}));
     let first = reconcile(&cr, &Observed::default());
-    let starting = vec![applied_sts(&first, 1, false), applied(&first, "ec-membership")];
+    let starting = vec![
+        applied_sts(&first, 1, false),
+        applied(&first, "ec-membership"),
+    ];
     let desired = reconcile(&cr, &Observed::new(starting));
     assert_eq!(membership_data(&desired).1, "new");
     assert_eq!(status(&desired)["phase"], "Creating");
@@ -398,11 +478,17 @@ fn scaling_up_adds_the_member_in_a_job_behind_a_barrier_then_resizes() {
     );
     let options = desired.options_of::<Job>("ec-add-3").unwrap();
     assert_eq!(options.update, UpdateStrategy::Recreate);
-    assert_eq!(options.ready_when, Some(Readiness::Condition("Complete".into())));
+    assert_eq!(
+        options.ready_when,
+        Some(Readiness::Condition("Complete".into()))
+    );
     // What the barrier releases: one more member, joining the existing cluster.
     assert_eq!(replicas(&desired), 4);
     let (initial, state) = membership_data(&desired);
-    assert_eq!((initial, state), (topology(false).initial_cluster(4), "existing".to_string()));
+    assert_eq!(
+        (initial, state),
+        (topology(false).initial_cluster(4), "existing".to_string())
+    );
     let status = status(&desired);
     assert_eq!(status["phase"], "Scaling");
     assert_eq!(status["membershipChange"], "adding ec-3");
@@ -410,7 +496,10 @@ fn scaling_up_adds_the_member_in_a_job_behind_a_barrier_then_resizes() {
 
     let job = desired.get::<Job>("ec-add-3").unwrap().unwrap();
     let container = &job.spec.unwrap().template.spec.unwrap().containers[0];
-    assert_eq!(container.image.as_deref(), Some("docker.io/bitnami/etcd:3.5.17"));
+    assert_eq!(
+        container.image.as_deref(),
+        Some("docker.io/bitnami/etcd:3.5.17")
+    );
     let env: std::collections::BTreeMap<_, _> = container
         .env
         .clone()
@@ -437,7 +526,11 @@ fn drive(cr: &EtcdCluster, mut observed: Vec<Value>) -> (Vec<i32>, Vec<String>, 
             .find(|c| c["kind"] == "Job")
             .map(|c| c["metadata"]["name"].as_str().unwrap().to_string());
         match job {
-            Some(job) if !observed.iter().any(|o| o["metadata"]["name"] == job.as_str()) => {
+            Some(job)
+                if !observed
+                    .iter()
+                    .any(|o| o["metadata"]["name"] == job.as_str()) =>
+            {
                 // The host applies the Job and stops at the barrier: the Job runs, then completes.
                 jobs.push(job.clone());
                 observed.push(job_with(&desired, &job, Some("Complete")));
@@ -449,13 +542,18 @@ fn drive(cr: &EtcdCluster, mut observed: Vec<Value>) -> (Vec<i32>, Vec<String>, 
                 }
                 let mut next = settled(&desired);
                 // Jobs the plugin still returns stay; the others are pruned.
-                next.extend(observed.iter().filter(|o| {
-                    o["kind"] == "Job"
-                        && desired
-                            .children
-                            .iter()
-                            .any(|c| c["kind"] == "Job" && c["metadata"]["name"] == o["metadata"]["name"])
-                }).cloned());
+                next.extend(
+                    observed
+                        .iter()
+                        .filter(|o| {
+                            o["kind"] == "Job"
+                                && desired.children.iter().any(|c| {
+                                    c["kind"] == "Job"
+                                        && c["metadata"]["name"] == o["metadata"]["name"]
+                                })
+                        })
+                        .cloned(),
+                );
                 if next == observed {
                     return (sizes, jobs, observed);
                 }
@@ -486,12 +584,21 @@ fn scaling_down_removes_the_highest_member_first_and_keeps_the_version() {
     );
     assert!(desired.get::<Job>("ec-remove-4").unwrap().is_some());
     assert_eq!(replicas(&desired), 4);
-    assert_eq!(membership_data(&desired).0, topology(false).initial_cluster(4));
+    assert_eq!(
+        membership_data(&desired).0,
+        topology(false).initial_cluster(4)
+    );
     let job = desired.get::<Job>("ec-remove-4").unwrap().unwrap();
-    let script = &job.spec.unwrap().template.spec.unwrap().containers[0].command.clone().unwrap()[2];
+    let script = &job.spec.unwrap().template.spec.unwrap().containers[0]
+        .command
+        .clone()
+        .unwrap()[2];
     assert!(script.contains("member remove \"$id\""), "{script}");
     let sts = desired.get::<StatefulSet>("ec").unwrap().unwrap();
-    assert_eq!(sts.metadata.annotations.unwrap()[VERSION_ANNOTATION], "3.5.17");
+    assert_eq!(
+        sts.metadata.annotations.unwrap()[VERSION_ANNOTATION],
+        "3.5.17"
+    );
 }
 
 #[test]
@@ -500,7 +607,10 @@ fn a_version_change_rolls_the_template_and_waits_for_the_roll() {
     let cr = etcd(json!({"version": "3.6.0"}));
     let desired = reconcile(&cr, &Observed::new(settled(&three)));
     let sts = desired.get::<StatefulSet>("ec").unwrap().unwrap();
-    assert_eq!(sts.metadata.annotations.clone().unwrap()[VERSION_ANNOTATION], "3.6.0");
+    assert_eq!(
+        sts.metadata.annotations.clone().unwrap()[VERSION_ANNOTATION],
+        "3.6.0"
+    );
     let spec = sts.spec.unwrap();
     assert_eq!(
         spec.template.spec.unwrap().containers[0].image.as_deref(),
@@ -508,12 +618,21 @@ fn a_version_change_rolls_the_template_and_waits_for_the_roll() {
     );
     // The StatefulSet's own rolling update replaces one member at a time, each after the
     // previous one is ready.
-    assert!(spec.update_strategy.is_none_or(|s| s.type_.as_deref() != Some("OnDelete")));
+    assert!(
+        spec.update_strategy
+            .is_none_or(|s| s.type_.as_deref() != Some("OnDelete"))
+    );
     assert_eq!(status(&desired)["phase"], "Upgrading");
 
     // Rolling: asking for 5 meanwhile changes nothing until the roll is done.
-    let rolling = vec![applied_sts(&desired, 2, false), applied(&desired, "ec-membership")];
-    let during = reconcile(&etcd(json!({"version": "3.6.0", "replicas": 5})), &Observed::new(rolling));
+    let rolling = vec![
+        applied_sts(&desired, 2, false),
+        applied(&desired, "ec-membership"),
+    ];
+    let during = reconcile(
+        &etcd(json!({"version": "3.6.0", "replicas": 5})),
+        &Observed::new(rolling),
+    );
     assert!(during.get::<Job>("ec-add-3").unwrap().is_none());
     assert_eq!(replicas(&during), 3);
     assert_eq!(status(&during)["phase"], "Upgrading");
@@ -522,13 +641,22 @@ fn a_version_change_rolls_the_template_and_waits_for_the_roll() {
 #[test]
 fn a_refused_version_change_keeps_the_running_version_and_says_why() {
     let three = reconcile(&etcd(json!({})), &Observed::default());
-    let desired = reconcile(&etcd(json!({"version": "3.7.0"})), &Observed::new(settled(&three)));
+    let desired = reconcile(
+        &etcd(json!({"version": "3.7.0"})),
+        &Observed::new(settled(&three)),
+    );
     let sts = desired.get::<StatefulSet>("ec").unwrap().unwrap();
-    assert_eq!(sts.metadata.annotations.unwrap()[VERSION_ANNOTATION], "3.5.17");
+    assert_eq!(
+        sts.metadata.annotations.unwrap()[VERSION_ANNOTATION],
+        "3.5.17"
+    );
     let ready = ready_condition(&desired);
     assert_eq!(ready["status"], "False");
     assert_eq!(ready["reason"], "VersionChangeRefused");
-    assert!(ready["message"].as_str().unwrap().contains("3.6.x"), "{ready}");
+    assert!(
+        ready["message"].as_str().unwrap().contains("3.6.x"),
+        "{ready}"
+    );
 }
 
 #[test]
@@ -539,12 +667,18 @@ fn a_failed_membership_job_is_kept_and_reported() {
     let mut observed = settled(&three);
     observed.push(job_with(&adding, "ec-add-3", Some("Failed")));
     let desired = reconcile(&cr, &Observed::new(observed));
-    assert!(desired.get::<Job>("ec-add-3").unwrap().is_some(), "the Job is kept for its logs");
+    assert!(
+        desired.get::<Job>("ec-add-3").unwrap().is_some(),
+        "the Job is kept for its logs"
+    );
     let status = status(&desired);
     assert_eq!(status["phase"], "Failed");
     let ready = ready_condition(&desired);
     assert_eq!(ready["reason"], "MembershipChangeFailed");
-    assert!(ready["message"].as_str().unwrap().contains("ec-add-3"), "{ready}");
+    assert!(
+        ready["message"].as_str().unwrap().contains("ec-add-3"),
+        "{ready}"
+    );
 }
 
 // ---- TLS ----
@@ -581,14 +715,30 @@ fn tls_mounts_the_secret_and_switches_every_url_and_flag_to_https() {
     let desired = reconcile(&cr, &with_tls(vec![], Some(tls_secret(&TLS_KEYS))));
     let sts = desired.get::<StatefulSet>("ec").unwrap().unwrap();
     let template = sts.spec.unwrap().template;
-    assert!(template.metadata.unwrap().annotations.unwrap().contains_key(TLS_HASH_ANNOTATION));
+    assert!(
+        template
+            .metadata
+            .unwrap()
+            .annotations
+            .unwrap()
+            .contains_key(TLS_HASH_ANNOTATION)
+    );
     let pod = template.spec.unwrap();
     assert_eq!(
-        pod.volumes.unwrap()[0].secret.as_ref().unwrap().secret_name.as_deref(),
+        pod.volumes.unwrap()[0]
+            .secret
+            .as_ref()
+            .unwrap()
+            .secret_name
+            .as_deref(),
         Some("ec-tls")
     );
     let args = pod.containers[0].args.clone().unwrap();
-    for flag in ["--client-cert-auth", "--peer-client-cert-auth", "--peer-cert-file=/etc/etcd/tls/tls.crt"] {
+    for flag in [
+        "--client-cert-auth",
+        "--peer-client-cert-auth",
+        "--peer-cert-file=/etc/etcd/tls/tls.crt",
+    ] {
         assert!(args.contains(&flag.to_string()), "{flag} in {args:?}");
     }
     assert!(args.contains(&"--listen-client-urls=https://0.0.0.0:2379".to_string()));
@@ -608,11 +758,26 @@ fn a_changed_certificate_changes_the_template_hash_so_members_roll() {
     let cr = etcd(json!({"tls": {"secretName": "ec-tls"}}));
     let hash = |secret: Value| {
         let desired = reconcile(&cr, &with_tls(vec![], Some(secret)));
-        desired.get::<StatefulSet>("ec").unwrap().unwrap().spec.unwrap().template.metadata.unwrap().annotations.unwrap()[TLS_HASH_ANNOTATION].clone()
+        desired
+            .get::<StatefulSet>("ec")
+            .unwrap()
+            .unwrap()
+            .spec
+            .unwrap()
+            .template
+            .metadata
+            .unwrap()
+            .annotations
+            .unwrap()[TLS_HASH_ANNOTATION]
+            .clone()
     };
     let before = hash(tls_secret(&TLS_KEYS));
     let rotated = secret_with(TLS_KEYS.iter().map(|k| {
-        let digest = if *k == "tls.crt" { "another digest".to_string() } else { format!("digest-of-{k}") };
+        let digest = if *k == "tls.crt" {
+            "another digest".to_string()
+        } else {
+            format!("digest-of-{k}")
+        };
         (*k, digest)
     }));
     assert_ne!(before, hash(rotated));
@@ -627,31 +792,69 @@ fn a_missing_tls_secret_creates_no_member_and_says_so() {
     assert_eq!(status(&desired)["phase"], "Pending");
     let ready = ready_condition(&desired);
     assert_eq!(ready["reason"], "SecretNotFound");
-    assert!(ready["message"].as_str().unwrap().contains("\"ec-tls\""), "{ready}");
+    assert!(
+        ready["message"].as_str().unwrap().contains("\"ec-tls\""),
+        "{ready}"
+    );
 }
 
 #[test]
 fn a_tls_secret_without_a_key_freezes_a_running_cluster_and_names_the_key() {
     let cr = etcd(json!({"tls": {"secretName": "ec-tls"}}));
     let first = reconcile(&cr, &with_tls(vec![], Some(tls_secret(&TLS_KEYS))));
-    let hash_before = first.get::<StatefulSet>("ec").unwrap().unwrap().spec.unwrap().template.metadata.unwrap().annotations.unwrap()[TLS_HASH_ANNOTATION].clone();
+    let hash_before = first
+        .get::<StatefulSet>("ec")
+        .unwrap()
+        .unwrap()
+        .spec
+        .unwrap()
+        .template
+        .metadata
+        .unwrap()
+        .annotations
+        .unwrap()[TLS_HASH_ANNOTATION]
+        .clone();
     let scaled = etcd(json!({"tls": {"secretName": "ec-tls"}, "replicas": 5}));
-    let desired = reconcile(&scaled, &with_tls(settled(&first), Some(tls_secret(&["ca.crt", "tls.crt"]))));
-    assert!(desired.get::<Job>("ec-add-3").unwrap().is_none(), "no member is added");
+    let desired = reconcile(
+        &scaled,
+        &with_tls(settled(&first), Some(tls_secret(&["ca.crt", "tls.crt"]))),
+    );
+    assert!(
+        desired.get::<Job>("ec-add-3").unwrap().is_none(),
+        "no member is added"
+    );
     assert_eq!(replicas(&desired), 3);
     let sts = desired.get::<StatefulSet>("ec").unwrap().unwrap();
-    assert_eq!(sts.spec.unwrap().template.metadata.unwrap().annotations.unwrap()[TLS_HASH_ANNOTATION], hash_before);
+    assert_eq!(
+        sts.spec
+            .unwrap()
+            .template
+            .metadata
+            .unwrap()
+            .annotations
+            .unwrap()[TLS_HASH_ANNOTATION],
+        hash_before
+    );
     let ready = ready_condition(&desired);
     assert_eq!(ready["reason"], "KeysMissing");
-    assert!(ready["message"].as_str().unwrap().contains("tls.key"), "{ready}");
+    assert!(
+        ready["message"].as_str().unwrap().contains("tls.key"),
+        "{ready}"
+    );
 }
 
 #[test]
 fn the_tls_secret_is_read_as_hashes_by_name_from_the_spec() {
     let related = EtcdOperator::related();
     assert_eq!(related.len(), 1);
-    assert_eq!(related[0].selector, operator_host_sdk::RelatedSelector::NameFromPath("spec.tls.secretName".into()));
-    assert_eq!(related[0].secret_view, operator_host_sdk::SecretView::DataHash);
+    assert_eq!(
+        related[0].selector,
+        operator_host_sdk::RelatedSelector::NameFromPath("spec.tls.secretName".into())
+    );
+    assert_eq!(
+        related[0].secret_view,
+        operator_host_sdk::SecretView::DataHash
+    );
 }
 
 // ---- validation and the CRD ----
@@ -662,15 +865,27 @@ fn invalid_specs_are_rejected_naming_the_field() {
         (json!({"replicas": 0}), "replicas"),
         (json!({"replicas": 8}), "replicas"),
         (json!({"version": "3.5"}), "version"),
-        (json!({"repository": "quay.io/coreos/etcd:v3.5.17"}), "repository"),
-        (json!({"membershipRepository": "busybox@sha256:00"}), "membershipRepository"),
-        (json!({"tls": {"secretName": "Not_A_Name"}}), "tls.secretName"),
+        (
+            json!({"repository": "quay.io/coreos/etcd:v3.5.17"}),
+            "repository",
+        ),
+        (
+            json!({"membershipRepository": "busybox@sha256:00"}),
+            "membershipRepository",
+        ),
+        (
+            json!({"tls": {"secretName": "Not_A_Name"}}),
+            "tls.secretName",
+        ),
     ] {
         let message = rejected(&etcd(spec.clone()));
         assert!(message.contains(field), "{spec}: {message}");
     }
     // A registry port is not a tag.
-    reconcile(&etcd(json!({"repository": "registry:5000/etcd"})), &Observed::default());
+    reconcile(
+        &etcd(json!({"repository": "registry:5000/etcd"})),
+        &Observed::default(),
+    );
 }
 
 #[test]
@@ -695,7 +910,10 @@ fn the_crd_declares_defaults_bounds_and_columns() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(columns, ["Phase", "Ready", "Members", "Desired", "Version", "Age"]);
+    assert_eq!(
+        columns,
+        ["Phase", "Ready", "Members", "Desired", "Version", "Age"]
+    );
     assert_eq!(crd["spec"]["names"]["shortNames"][0], "etcd");
 }
 
