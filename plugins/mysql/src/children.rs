@@ -1,8 +1,9 @@
-//! The children of one InnoDBCluster: ServiceAccount, ConfigMap, Services, StatefulSet, router Deployment, PDB.
+//! The children of one InnoDBCluster: ServiceAccount, ConfigMap, Services, StatefulSet, PDB, the create-cluster Job, router Deployment.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
     EnvVarSource, ExecAction, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec,
@@ -478,6 +479,80 @@ pub fn pdb(name: &str) -> PodDisruptionBudget {
             max_unavailable: Some(IntOrString::Int(1)),
             selector: Some(selector(name, Component::Database)),
             ..PodDisruptionBudgetSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The Job that creates the InnoDB Cluster.
+pub fn create_cluster_name(name: &str) -> String {
+    format!("{name}-create-cluster")
+}
+
+/// What the create-cluster Job runs: wait for the first instance, create the cluster there
+/// unless it exists (`dba.createCluster()`), then add every other instance not in it yet, so
+/// that a retried pod finishes what an earlier one started.
+const CREATE_CLUSTER_SCRIPT: &str = r#"first="$MYSQL_USER@$FIRST:3306"
+until mysqlsh --uri "$first" --password="$MYSQL_PASSWORD" --sql -e 'SELECT 1' >/dev/null 2>&1; do
+  echo "waiting for $FIRST"
+  sleep 5
+done
+mysqlsh --uri "$first" --password="$MYSQL_PASSWORD" --js -e '
+var cluster;
+try { cluster = dba.getCluster(os.getenv("CLUSTER")); }
+catch (e) { cluster = dba.createCluster(os.getenv("CLUSTER")); }
+var topology = cluster.status().defaultReplicaSet.topology;
+os.getenv("MEMBERS").split(",").filter(function (m) { return m && !topology[m + ":3306"]; })
+  .forEach(function (m) {
+    cluster.addInstance(os.getenv("MYSQL_USER") + "@" + m + ":3306",
+      {password: os.getenv("MYSQL_PASSWORD"), recoveryMethod: "clone"});
+  });'"#;
+
+/// `<name>-create-cluster`: `dba.createCluster()` on instance 0 and `addInstance` of the
+/// others, with MySQL Shell from the server image and the credentials of the user's Secret.
+/// The plugin cannot reach MySQL; the Job can, and its `Complete` condition is what tells the
+/// plugin that the group exists.
+pub fn create_cluster_job(name: &str, spec: &InnoDBClusterSpec) -> Job {
+    let service = instances_service(name);
+    let members: Vec<String> = (1..spec.instances)
+        .map(|i| format!("{name}-{i}.{service}"))
+        .collect();
+    Job {
+        metadata: child_meta(create_cluster_name(name), labels(name, Component::Cluster)),
+        spec: Some(JobSpec {
+            backoff_limit: Some(6),
+            active_deadline_seconds: Some(1800),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels(name, Component::Cluster)),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(service_account_name(name)),
+                    restart_policy: Some("Never".to_string()),
+                    security_context: Some(restricted_pod_security_context(Some(MYSQL_UID))),
+                    containers: vec![Container {
+                        name: "create-cluster".to_string(),
+                        image: Some(format!("{SERVER_IMAGE}:{}", spec.version)),
+                        command: Some(vec![
+                            "/bin/sh".to_string(),
+                            "-ec".to_string(),
+                            CREATE_CLUSTER_SCRIPT.to_string(),
+                        ]),
+                        env: Some(vec![
+                            env("CLUSTER", name),
+                            env("FIRST", format!("{name}-0.{service}")),
+                            env("MEMBERS", members.join(",")),
+                            secret_env("MYSQL_USER", &spec.secret_name, "rootUser"),
+                            secret_env("MYSQL_PASSWORD", &spec.secret_name, "rootPassword"),
+                        ]),
+                        security_context: Some(restricted_container_security_context()),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+            },
+            ..JobSpec::default()
         }),
         status: None,
     }
