@@ -6,7 +6,6 @@
 //! kind: "the Job was Complete before the StatefulSet grew" is a comparison of two of them.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,13 +16,13 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams,
-    PostParams, WatchEvent, WatchParams,
+    ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams, WatchEvent,
+    WatchParams,
 };
 use kube::{Api, Resource, ResourceExt};
-use operator_host::policy::Policy;
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
+use operator_host_tests::memcached::{condition, patch_spec};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -45,9 +44,7 @@ fn resource() -> ApiResource {
 /// Secret as hashes), in a namespace of its own.
 async fn etcd_host(test: &str) -> (TestNamespace, Host, Api<DynamicObject>) {
     let ns = TestNamespace::new(test).await.unwrap();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policy.yaml");
-    let policy = Policy::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
-    let host = Host::start_with_policy(plugin_path("plugins", "etcd"), ns.name(), policy).await;
+    let host = Host::start_with_examples_policy(plugin_path("plugins", "etcd"), ns.name()).await;
     let api = Api::namespaced_with(ns.client(), ns.name(), &resource());
     (ns, host, api)
 }
@@ -61,23 +58,6 @@ async fn create(api: &Api<DynamicObject>, spec: Value) {
     }))
     .unwrap();
     api.create(&PostParams::default(), &cr).await.unwrap();
-}
-
-async fn patch_spec(api: &Api<DynamicObject>, spec: Value) {
-    api.patch(
-        NAME,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": spec})),
-    )
-    .await
-    .unwrap();
-}
-
-fn condition(cr: &DynamicObject, type_: &str) -> Value {
-    cr.data["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == type_).cloned())
-        .unwrap_or(Value::Null)
 }
 
 /// Waits until the current generation's status is `phase` with `members` members all ready
@@ -231,9 +211,9 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
         "a running cluster's new members join it"
     );
 
-    patch_spec(&api, json!({"replicas": 5})).await;
+    patch_spec(&api, NAME, json!({"replicas": 5})).await;
     wait_phase(&api, "Running", 5).await;
-    patch_spec(&api, json!({"replicas": 3})).await;
+    patch_spec(&api, NAME, json!({"replicas": 3})).await;
     wait_phase(&api, "Running", 3).await;
 
     let resizes = sizes(&set_log.seen());
@@ -297,7 +277,7 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
         .map(|p| (p.name_any(), is_ready(p)))
         .collect();
     assert_eq!(ready.values().filter(|r| **r).count(), 3);
-    patch_spec(&api, json!({"version": "3.5.18"})).await;
+    patch_spec(&api, NAME, json!({"version": "3.5.18"})).await;
     wait_for(
         "every member to run 3.5.18 and be ready",
         TIMEOUT,
@@ -466,7 +446,7 @@ async fn the_tls_secret_holds_a_new_cluster_until_it_exists_and_a_new_certificat
         .replace("ec-tls", &PostParams::default(), &broken)
         .await
         .unwrap();
-    patch_spec(&api, json!({"replicas": 3})).await;
+    patch_spec(&api, NAME, json!({"replicas": 3})).await;
     let cr = wait_for("the missing key to be reported", TIMEOUT, || async {
         let cr = api.get(NAME).await?;
         let ready = condition(&cr, "Ready");

@@ -19,6 +19,7 @@ use kube::api::{
 use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, kubectl, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
+use operator_host_tests::memcached::{condition, patch_spec};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -51,23 +52,6 @@ async fn create(api: &Api<DynamicObject>, spec: Value) -> DynamicObject {
     api.create(&PostParams::default(), &cluster_object(NAME, spec))
         .await
         .unwrap()
-}
-
-async fn patch_spec(api: &Api<DynamicObject>, spec: Value) {
-    api.patch(
-        NAME,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": spec})),
-    )
-    .await
-    .unwrap();
-}
-
-fn condition(cr: &DynamicObject, type_: &str) -> Value {
-    cr.data["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == type_).cloned())
-        .unwrap_or(Value::Null)
 }
 
 /// Waits until the status of the current generation is `state` with `online` instances.
@@ -250,7 +234,7 @@ async fn scaling_1_to_3_to_1_is_followed_by_the_statefulset_and_the_status() {
     wait_state(&api, "ONLINE", 1).await;
 
     let log = StateLog::start(&api).await;
-    patch_spec(&api, json!({"instances": 3})).await;
+    patch_spec(&api, NAME, json!({"instances": 3})).await;
     wait_state(&api, "ONLINE", 3).await;
     assert_eq!(stateful_set(&ns).await.spec.unwrap().replicas, Some(3));
     // The first reconcile after the patch still observes one ready pod of three.
@@ -260,7 +244,7 @@ async fn scaling_1_to_3_to_1_is_followed_by_the_statefulset_and_the_status() {
         "scaling up went through {states:?}"
     );
 
-    patch_spec(&api, json!({"instances": 1})).await;
+    patch_spec(&api, NAME, json!({"instances": 1})).await;
     wait_state(&api, "ONLINE", 1).await;
     assert_eq!(stateful_set(&ns).await.spec.unwrap().replicas, Some(1));
     let selector = "mysql.oracle.com/cluster=mycluster,tier=mysql";
@@ -294,7 +278,7 @@ async fn zero_routers_prune_the_router_deployment_and_keep_the_service() {
     .unwrap();
     let service_uid = ns.api::<Service>().get(NAME).await.unwrap().uid();
 
-    patch_spec(&api, json!({"router": {"instances": 0}})).await;
+    patch_spec(&api, NAME, json!({"router": {"instances": 0}})).await;
     wait_for("the router Deployment to be pruned", TIMEOUT, || async {
         Ok(deployments
             .get_opt("mycluster-router")
@@ -566,7 +550,7 @@ async fn a_mycnf_without_mysqld_is_reported_and_leaves_the_children_unchanged() 
         .await
         .unwrap();
 
-    patch_spec(&api, json!({"mycnf": "max_connections=1\n"})).await;
+    patch_spec(&api, NAME, json!({"mycnf": "max_connections=1\n"})).await;
     let reconciled = wait_for("Reconciled=False", TIMEOUT, || async {
         let cr = api.get(NAME).await?;
         let reconciled = condition(&cr, "Reconciled");
