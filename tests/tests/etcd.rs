@@ -6,24 +6,21 @@
 //! kind: "the Job was Complete before the StatefulSet grew" is a comparison of two of them.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams, WatchEvent,
-    WatchParams,
+    ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams, WatchParams,
 };
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::memcached::{condition, patch_spec};
-use serde::de::DeserializeOwned;
+use operator_host_tests::recorder::{Recorder, Seen};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -79,66 +76,6 @@ async fn wait_phase(api: &Api<DynamicObject>, phase: &str, members: i64) -> Dyna
     )
     .await
     .unwrap()
-}
-
-/// One stored version of an object, as a watch delivered it.
-#[derive(Clone, Debug)]
-struct Seen<K> {
-    revision: u64,
-    deleted: bool,
-    object: K,
-}
-
-/// Every version of the objects of kind `K` in a namespace the API server stored from the
-/// moment it starts, in order.
-#[derive(Clone)]
-struct Recorder<K>(Arc<Mutex<Vec<Seen<K>>>>);
-
-impl<K> Recorder<K>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    async fn start(api: Api<K>) -> Self {
-        let recorder = Recorder(Arc::default());
-        let version = api
-            .list(&ListParams::default().limit(1))
-            .await
-            .unwrap()
-            .metadata
-            .resource_version
-            .unwrap_or_default();
-        let stream = api
-            .watch(&WatchParams::default().timeout(290), &version)
-            .await
-            .unwrap();
-        let seen = recorder.0.clone();
-        tokio::spawn(async move {
-            let mut stream = Box::pin(stream);
-            while let Some(Ok(event)) = stream.next().await {
-                let (object, deleted) = match event {
-                    WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, false),
-                    WatchEvent::Deleted(o) => (o, true),
-                    _ => continue,
-                };
-                let revision = object
-                    .meta()
-                    .resource_version
-                    .as_deref()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                seen.lock().unwrap().push(Seen {
-                    revision,
-                    deleted,
-                    object,
-                });
-            }
-        });
-        recorder
-    }
-
-    fn seen(&self) -> Vec<Seen<K>> {
-        self.0.lock().unwrap().clone()
-    }
 }
 
 fn is_complete(job: &Job) -> bool {
@@ -199,8 +136,8 @@ fn jobs(seen: &[Seen<Job>]) -> Vec<(String, Option<u64>)> {
 async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_version_rolls_one_member_at_a_time()
  {
     let (ns, host, api) = etcd_host("etcd-scale").await;
-    let job_log = Recorder::start(ns.api::<Job>()).await;
-    let set_log = Recorder::start(ns.api::<StatefulSet>()).await;
+    let job_log = Recorder::start(&ns.api::<Job>(), WatchParams::default()).await;
+    let set_log = Recorder::start(&ns.api::<StatefulSet>(), WatchParams::default()).await;
     create(&api, json!({"replicas": 3})).await;
     let cr = wait_phase(&api, "Running", 3).await;
     assert_eq!(condition(&cr, "Ready")["status"], "True");
@@ -265,7 +202,7 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
 
     // A version change: the StatefulSet replaces one member at a time, each after the
     // previous one is ready again, so a quorum (2 of 3) is ready throughout.
-    let pod_log = Recorder::start(ns.api::<Pod>()).await;
+    let pod_log = Recorder::start(&ns.api::<Pod>(), WatchParams::default()).await;
     let before = ns
         .api::<Pod>()
         .list(&ListParams::default().labels(MEMBERS))

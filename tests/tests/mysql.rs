@@ -3,7 +3,6 @@
 //! The StatefulSet's claims are bound by the devcluster's default StorageClass (hostPath
 //! volumes provisioned by the controller-manager), as a user's cluster would bind them.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -20,6 +19,7 @@ use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, kubectl, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::memcached::{condition, patch_spec};
+use operator_host_tests::recorder::Recorder;
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -73,48 +73,25 @@ async fn wait_state(api: &Api<DynamicObject>, state: &str, online: i64) -> Dynam
 }
 
 /// Every `status.cluster.status` the API server stored for the cluster, in order, from a
-/// watch started before the cluster exists (polling could miss short-lived states).
-#[derive(Clone, Default)]
-struct StateLog(Arc<Mutex<Vec<String>>>);
+/// watch started before the change (polling could miss short-lived states).
+struct StateLog(Recorder<DynamicObject>);
 
 impl StateLog {
     async fn start(api: &Api<DynamicObject>) -> StateLog {
-        let log = StateLog::default();
-        let version = api
-            .list(&ListParams::default().limit(1))
-            .await
-            .unwrap()
-            .metadata
-            .resource_version
-            .unwrap_or_default();
-        let stream = api
-            .watch(
-                &WatchParams::default().fields(&format!("metadata.name={NAME}")),
-                &version,
-            )
-            .await
-            .unwrap();
-        let states = log.0.clone();
-        tokio::spawn(async move {
-            let mut stream = Box::pin(stream);
-            while let Some(Ok(event)) = stream.next().await {
-                let object = match event {
-                    WatchEvent::Added(o) | WatchEvent::Modified(o) => o,
-                    _ => continue,
-                };
-                if let Some(state) = object.data["status"]["cluster"]["status"].as_str() {
-                    let mut states = states.lock().unwrap();
-                    if states.last().map(String::as_str) != Some(state) {
-                        states.push(state.to_string());
-                    }
-                }
-            }
-        });
-        log
+        let params = WatchParams::default().fields(&format!("metadata.name={NAME}"));
+        StateLog(Recorder::start(api, params).await)
     }
 
     fn states(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
+        let mut states: Vec<String> = Vec::new();
+        for seen in self.0.seen() {
+            if let Some(state) = seen.object.data["status"]["cluster"]["status"].as_str()
+                && states.last().map(String::as_str) != Some(state)
+            {
+                states.push(state.to_string());
+            }
+        }
+        states
     }
 }
 
