@@ -81,6 +81,15 @@ impl Host {
         Host::start_with_policy(plugin, namespace, Policy::default()).await
     }
 
+    /// [`Host::start`] under the examples' policy (`examples/policy.yaml`), which lets the
+    /// example plugins read the Secrets they declare, as hashes.
+    pub async fn start_with_examples_policy(plugin: PathBuf, namespace: &str) -> Host {
+        let path = repo_root().join("examples/policy.yaml");
+        let text = std::fs::read_to_string(&path).expect("examples/policy.yaml is readable");
+        let policy = Policy::parse(&text, &path).expect("examples/policy.yaml is a policy");
+        Host::start_with_policy(plugin, namespace, policy).await
+    }
+
     /// [`Host::start`] under `policy`.
     pub async fn start_with_policy(plugin: PathBuf, namespace: &str, policy: Policy) -> Host {
         let dir = tempfile::tempdir().expect("a temporary plugin directory");

@@ -12,6 +12,7 @@ pub mod oci_registry;
 pub mod operator_plugins;
 pub mod oracle;
 pub mod process_host;
+pub mod recorder;
 pub mod service_account;
 pub mod squatter;
 pub mod staged;

@@ -41,12 +41,17 @@ pub async fn create(
     api.create(&PostParams::default(), &object).await.unwrap()
 }
 
-/// The host's `Reconciled` condition of `cr`, or null.
-pub fn reconciled_condition(cr: &DynamicObject) -> Value {
+/// The condition of `type_` in `cr`'s status, or null.
+pub fn condition(cr: &DynamicObject, type_: &str) -> Value {
     cr.data["status"]["conditions"]
         .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "Reconciled").cloned())
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_).cloned())
         .unwrap_or(Value::Null)
+}
+
+/// The host's `Reconciled` condition of `cr`, or null.
+pub fn reconciled_condition(cr: &DynamicObject) -> Value {
+    condition(cr, "Reconciled")
 }
 
 /// The UIDs of the Memcached plugin's Deployments and Services in `ns` (by `Kind/name`), and

@@ -6,25 +6,21 @@
 //! kind: "the Job was Complete before the StatefulSet grew" is a comparison of two of them.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams,
-    PostParams, WatchEvent, WatchParams,
+    ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams, WatchParams,
 };
-use kube::{Api, Resource, ResourceExt};
-use operator_host::policy::Policy;
+use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
-use serde::de::DeserializeOwned;
+use operator_host_tests::memcached::{condition, patch_spec};
+use operator_host_tests::recorder::{Recorder, Seen};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -45,9 +41,7 @@ fn resource() -> ApiResource {
 /// Secret as hashes), in a namespace of its own.
 async fn etcd_host(test: &str) -> (TestNamespace, Host, Api<DynamicObject>) {
     let ns = TestNamespace::new(test).await.unwrap();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policy.yaml");
-    let policy = Policy::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
-    let host = Host::start_with_policy(plugin_path("plugins", "etcd"), ns.name(), policy).await;
+    let host = Host::start_with_examples_policy(plugin_path("plugins", "etcd"), ns.name()).await;
     let api = Api::namespaced_with(ns.client(), ns.name(), &resource());
     (ns, host, api)
 }
@@ -61,23 +55,6 @@ async fn create(api: &Api<DynamicObject>, spec: Value) {
     }))
     .unwrap();
     api.create(&PostParams::default(), &cr).await.unwrap();
-}
-
-async fn patch_spec(api: &Api<DynamicObject>, spec: Value) {
-    api.patch(
-        NAME,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": spec})),
-    )
-    .await
-    .unwrap();
-}
-
-fn condition(cr: &DynamicObject, type_: &str) -> Value {
-    cr.data["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == type_).cloned())
-        .unwrap_or(Value::Null)
 }
 
 /// Waits until the current generation's status is `phase` with `members` members all ready
@@ -99,66 +76,6 @@ async fn wait_phase(api: &Api<DynamicObject>, phase: &str, members: i64) -> Dyna
     )
     .await
     .unwrap()
-}
-
-/// One stored version of an object, as a watch delivered it.
-#[derive(Clone, Debug)]
-struct Seen<K> {
-    revision: u64,
-    deleted: bool,
-    object: K,
-}
-
-/// Every version of the objects of kind `K` in a namespace the API server stored from the
-/// moment it starts, in order.
-#[derive(Clone)]
-struct Recorder<K>(Arc<Mutex<Vec<Seen<K>>>>);
-
-impl<K> Recorder<K>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    async fn start(api: Api<K>) -> Self {
-        let recorder = Recorder(Arc::default());
-        let version = api
-            .list(&ListParams::default().limit(1))
-            .await
-            .unwrap()
-            .metadata
-            .resource_version
-            .unwrap_or_default();
-        let stream = api
-            .watch(&WatchParams::default().timeout(290), &version)
-            .await
-            .unwrap();
-        let seen = recorder.0.clone();
-        tokio::spawn(async move {
-            let mut stream = Box::pin(stream);
-            while let Some(Ok(event)) = stream.next().await {
-                let (object, deleted) = match event {
-                    WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, false),
-                    WatchEvent::Deleted(o) => (o, true),
-                    _ => continue,
-                };
-                let revision = object
-                    .meta()
-                    .resource_version
-                    .as_deref()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                seen.lock().unwrap().push(Seen {
-                    revision,
-                    deleted,
-                    object,
-                });
-            }
-        });
-        recorder
-    }
-
-    fn seen(&self) -> Vec<Seen<K>> {
-        self.0.lock().unwrap().clone()
-    }
 }
 
 fn is_complete(job: &Job) -> bool {
@@ -219,8 +136,8 @@ fn jobs(seen: &[Seen<Job>]) -> Vec<(String, Option<u64>)> {
 async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_version_rolls_one_member_at_a_time()
  {
     let (ns, host, api) = etcd_host("etcd-scale").await;
-    let job_log = Recorder::start(ns.api::<Job>()).await;
-    let set_log = Recorder::start(ns.api::<StatefulSet>()).await;
+    let job_log = Recorder::start(&ns.api::<Job>(), WatchParams::default()).await;
+    let set_log = Recorder::start(&ns.api::<StatefulSet>(), WatchParams::default()).await;
     create(&api, json!({"replicas": 3})).await;
     let cr = wait_phase(&api, "Running", 3).await;
     assert_eq!(condition(&cr, "Ready")["status"], "True");
@@ -231,9 +148,9 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
         "a running cluster's new members join it"
     );
 
-    patch_spec(&api, json!({"replicas": 5})).await;
+    patch_spec(&api, NAME, json!({"replicas": 5})).await;
     wait_phase(&api, "Running", 5).await;
-    patch_spec(&api, json!({"replicas": 3})).await;
+    patch_spec(&api, NAME, json!({"replicas": 3})).await;
     wait_phase(&api, "Running", 3).await;
 
     let resizes = sizes(&set_log.seen());
@@ -285,7 +202,7 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
 
     // A version change: the StatefulSet replaces one member at a time, each after the
     // previous one is ready again, so a quorum (2 of 3) is ready throughout.
-    let pod_log = Recorder::start(ns.api::<Pod>()).await;
+    let pod_log = Recorder::start(&ns.api::<Pod>(), WatchParams::default()).await;
     let before = ns
         .api::<Pod>()
         .list(&ListParams::default().labels(MEMBERS))
@@ -297,7 +214,7 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
         .map(|p| (p.name_any(), is_ready(p)))
         .collect();
     assert_eq!(ready.values().filter(|r| **r).count(), 3);
-    patch_spec(&api, json!({"version": "3.5.18"})).await;
+    patch_spec(&api, NAME, json!({"version": "3.5.18"})).await;
     wait_for(
         "every member to run 3.5.18 and be ready",
         TIMEOUT,
@@ -466,7 +383,7 @@ async fn the_tls_secret_holds_a_new_cluster_until_it_exists_and_a_new_certificat
         .replace("ec-tls", &PostParams::default(), &broken)
         .await
         .unwrap();
-    patch_spec(&api, json!({"replicas": 3})).await;
+    patch_spec(&api, NAME, json!({"replicas": 3})).await;
     let cr = wait_for("the missing key to be reported", TIMEOUT, || async {
         let cr = api.get(NAME).await?;
         let ready = condition(&cr, "Ready");

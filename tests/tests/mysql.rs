@@ -3,7 +3,6 @@
 //! The StatefulSet's claims are bound by the devcluster's default StorageClass (hostPath
 //! volumes provisioned by the controller-manager), as a user's cluster would bind them.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -20,6 +19,8 @@ use kube::{Api, ResourceExt};
 use operator_host::policy::Policy;
 use operator_host_tests::devcluster::{TestNamespace, kubectl, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
+use operator_host_tests::memcached::{condition, patch_spec};
+use operator_host_tests::recorder::Recorder;
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -57,23 +58,6 @@ async fn create(api: &Api<DynamicObject>, spec: Value) -> DynamicObject {
         .unwrap()
 }
 
-async fn patch_spec(api: &Api<DynamicObject>, spec: Value) {
-    api.patch(
-        NAME,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": spec})),
-    )
-    .await
-    .unwrap();
-}
-
-fn condition(cr: &DynamicObject, type_: &str) -> Value {
-    cr.data["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == type_).cloned())
-        .unwrap_or(Value::Null)
-}
-
 /// Waits until the status of the current generation is `state` with `online` instances.
 async fn wait_state(api: &Api<DynamicObject>, state: &str, online: i64) -> DynamicObject {
     wait_for(
@@ -93,48 +77,25 @@ async fn wait_state(api: &Api<DynamicObject>, state: &str, online: i64) -> Dynam
 }
 
 /// Every `status.cluster.status` the API server stored for the cluster, in order, from a
-/// watch started before the cluster exists (polling could miss short-lived states).
-#[derive(Clone, Default)]
-struct StateLog(Arc<Mutex<Vec<String>>>);
+/// watch started before the change (polling could miss short-lived states).
+struct StateLog(Recorder<DynamicObject>);
 
 impl StateLog {
     async fn start(api: &Api<DynamicObject>) -> StateLog {
-        let log = StateLog::default();
-        let version = api
-            .list(&ListParams::default().limit(1))
-            .await
-            .unwrap()
-            .metadata
-            .resource_version
-            .unwrap_or_default();
-        let stream = api
-            .watch(
-                &WatchParams::default().fields(&format!("metadata.name={NAME}")),
-                &version,
-            )
-            .await
-            .unwrap();
-        let states = log.0.clone();
-        tokio::spawn(async move {
-            let mut stream = Box::pin(stream);
-            while let Some(Ok(event)) = stream.next().await {
-                let object = match event {
-                    WatchEvent::Added(o) | WatchEvent::Modified(o) => o,
-                    _ => continue,
-                };
-                if let Some(state) = object.data["status"]["cluster"]["status"].as_str() {
-                    let mut states = states.lock().unwrap();
-                    if states.last().map(String::as_str) != Some(state) {
-                        states.push(state.to_string());
-                    }
-                }
-            }
-        });
-        log
+        let params = WatchParams::default().fields(&format!("metadata.name={NAME}"));
+        StateLog(Recorder::start(api, params).await)
     }
 
     fn states(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
+        let mut states: Vec<String> = Vec::new();
+        for seen in self.0.seen() {
+            if let Some(state) = seen.object.data["status"]["cluster"]["status"].as_str()
+                && states.last().map(String::as_str) != Some(state)
+            {
+                states.push(state.to_string());
+            }
+        }
+        states
     }
 }
 
@@ -254,7 +215,7 @@ async fn scaling_1_to_3_to_1_is_followed_by_the_statefulset_and_the_status() {
     wait_state(&api, "ONLINE", 1).await;
 
     let log = StateLog::start(&api).await;
-    patch_spec(&api, json!({"instances": 3})).await;
+    patch_spec(&api, NAME, json!({"instances": 3})).await;
     wait_state(&api, "ONLINE", 3).await;
     assert_eq!(stateful_set(&ns).await.spec.unwrap().replicas, Some(3));
     // The first reconcile after the patch still observes one ready pod of three.
@@ -264,7 +225,7 @@ async fn scaling_1_to_3_to_1_is_followed_by_the_statefulset_and_the_status() {
         "scaling up went through {states:?}"
     );
 
-    patch_spec(&api, json!({"instances": 1})).await;
+    patch_spec(&api, NAME, json!({"instances": 1})).await;
     wait_state(&api, "ONLINE", 1).await;
     assert_eq!(stateful_set(&ns).await.spec.unwrap().replicas, Some(1));
     let selector = "mysql.oracle.com/cluster=mycluster,tier=mysql";
@@ -298,7 +259,7 @@ async fn zero_routers_prune_the_router_deployment_and_keep_the_service() {
     .unwrap();
     let service_uid = ns.api::<Service>().get(NAME).await.unwrap().uid();
 
-    patch_spec(&api, json!({"router": {"instances": 0}})).await;
+    patch_spec(&api, NAME, json!({"router": {"instances": 0}})).await;
     wait_for("the router Deployment to be pruned", TIMEOUT, || async {
         Ok(deployments
             .get_opt("mycluster-router")
@@ -570,7 +531,7 @@ async fn a_mycnf_without_mysqld_is_reported_and_leaves_the_children_unchanged() 
         .await
         .unwrap();
 
-    patch_spec(&api, json!({"mycnf": "max_connections=1\n"})).await;
+    patch_spec(&api, NAME, json!({"mycnf": "max_connections=1\n"})).await;
     let reconciled = wait_for("Reconciled=False", TIMEOUT, || async {
         let cr = api.get(NAME).await?;
         let reconciled = condition(&cr, "Reconciled");
