@@ -146,7 +146,10 @@ fn fold_string_data(secret: &mut Value) {
     if let Value::Object(data) = data {
         let base64 = base64::engine::general_purpose::STANDARD;
         for (key, value) in string_data {
-            data.insert(key, base64.encode(value.as_str().unwrap_or_default()).into());
+            data.insert(
+                key,
+                base64.encode(value.as_str().unwrap_or_default()).into(),
+            );
         }
     }
 }

@@ -16,7 +16,6 @@ use kube::api::{
     WatchParams,
 };
 use kube::{Api, ResourceExt};
-use operator_host::policy::Policy;
 use operator_host_tests::devcluster::{TestNamespace, kubectl, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::memcached::{condition, patch_spec};
@@ -31,9 +30,7 @@ async fn mysql_host(test: &str) -> (TestNamespace, Host, Api<DynamicObject>) {
     let ns = TestNamespace::new(test).await.unwrap();
     operator_host_tests::mysql::create_root_secret(&ns).await;
     // The examples' policy lets the plugin read the root Secret (as hashes).
-    let path = operator_host_tests::devcluster::repo_root().join("examples/policy.yaml");
-    let policy = Policy::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
-    let host = Host::start_with_policy(plugin_path("plugins", "mysql"), ns.name(), policy).await;
+    let host = Host::start_with_examples_policy(plugin_path("plugins", "mysql"), ns.name()).await;
     let api = Api::namespaced_with(
         ns.client(),
         ns.name(),

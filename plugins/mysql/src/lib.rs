@@ -64,7 +64,10 @@ impl Reconciler for MySqlOperator {
         let data = config::initconf(&namespace, &name, spec.mycnf.as_deref());
         let hash = config::config_hash(&data);
 
-        let root = RootSecret::of(observed.related::<Secret>("root")?.first(), &spec.secret_name);
+        let root = RootSecret::of(
+            observed.related::<Secret>("root")?.first(),
+            &spec.secret_name,
+        );
         let stateful_set = observed.view::<StatefulSet, WorkloadView>(&name)?;
         let create_cluster = observed.get::<Job>(&children::create_cluster_name(&name))?;
 

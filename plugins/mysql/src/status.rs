@@ -304,6 +304,10 @@ pub fn status(
         router: RouterStatus {
             ready_instances: routers_ready,
         },
-        conditions: vec![ready_condition, router_condition, root.condition(generation)],
+        conditions: vec![
+            ready_condition,
+            router_condition,
+            root.condition(generation),
+        ],
     }
 }
