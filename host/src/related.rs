@@ -110,23 +110,23 @@ pub fn view(related: &Related, object: &Value) -> Value {
     if let Some(annotations) = object["metadata"]["annotations"].as_object_mut() {
         annotations.remove(LAST_APPLIED_ANNOTATION);
     }
-    if let Some(fields) = object.as_object_mut() {
-        if let Some(Value::Object(data)) = fields.get("data") {
-            let hashed: Map<String, Value> = data
-                .iter()
-                .map(|(key, encoded)| {
-                    let text = encoded.as_str().unwrap_or_default();
-                    let base64 = base64::engine::general_purpose::STANDARD;
-                    // What the API server stores is base64; hash the bytes it stands for.
-                    let bytes = base64
-                        .decode(text)
-                        .unwrap_or_else(|_| text.as_bytes().to_vec());
-                    let digest = hex::encode(Sha256::digest(&bytes));
-                    (key.clone(), base64.encode(digest).into())
-                })
-                .collect();
-            fields.insert("data".into(), Value::Object(hashed));
-        }
+    if let Some(fields) = object.as_object_mut()
+        && let Some(Value::Object(data)) = fields.get("data")
+    {
+        let hashed: Map<String, Value> = data
+            .iter()
+            .map(|(key, encoded)| {
+                let text = encoded.as_str().unwrap_or_default();
+                let base64 = base64::engine::general_purpose::STANDARD;
+                // What the API server stores is base64; hash the bytes it stands for.
+                let bytes = base64
+                    .decode(text)
+                    .unwrap_or_else(|_| text.as_bytes().to_vec());
+                let digest = hex::encode(Sha256::digest(&bytes));
+                (key.clone(), base64.encode(digest).into())
+            })
+            .collect();
+        fields.insert("data".into(), Value::Object(hashed));
     }
     object
 }

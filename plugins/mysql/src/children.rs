@@ -502,7 +502,7 @@ var cluster;
 try { cluster = dba.getCluster(os.getenv("CLUSTER")); }
 catch (e) { cluster = dba.createCluster(os.getenv("CLUSTER")); }
 var topology = cluster.status().defaultReplicaSet.topology;
-os.getenv("MEMBERS").split(",").filter(function (m) { return m && !topology[m + ":3306"]; })
+(os.getenv("MEMBERS") || "").split(",").filter(function (m) { return m && !topology[m + ":3306"]; })
   .forEach(function (m) {
     cluster.addInstance(os.getenv("MYSQL_USER") + "@" + m + ":3306",
       {password: os.getenv("MYSQL_PASSWORD"), recoveryMethod: "clone"});
@@ -517,6 +517,16 @@ pub fn create_cluster_job(name: &str, spec: &InnoDBClusterSpec) -> Job {
     let members: Vec<String> = (1..spec.instances)
         .map(|i| format!("{name}-{i}.{service}"))
         .collect();
+    let mut vars = vec![
+        env("CLUSTER", name),
+        env("FIRST", format!("{name}-0.{service}")),
+        secret_env("MYSQL_USER", &spec.secret_name, "rootUser"),
+        secret_env("MYSQL_PASSWORD", &spec.secret_name, "rootPassword"),
+    ];
+    // The API server stores an empty value as none: a one-instance cluster has no MEMBERS.
+    if !members.is_empty() {
+        vars.push(env("MEMBERS", members.join(",")));
+    }
     Job {
         metadata: child_meta(create_cluster_name(name), labels(name, Component::Cluster)),
         spec: Some(JobSpec {
@@ -539,13 +549,7 @@ pub fn create_cluster_job(name: &str, spec: &InnoDBClusterSpec) -> Job {
                             "-ec".to_string(),
                             CREATE_CLUSTER_SCRIPT.to_string(),
                         ]),
-                        env: Some(vec![
-                            env("CLUSTER", name),
-                            env("FIRST", format!("{name}-0.{service}")),
-                            env("MEMBERS", members.join(",")),
-                            secret_env("MYSQL_USER", &spec.secret_name, "rootUser"),
-                            secret_env("MYSQL_PASSWORD", &spec.secret_name, "rootPassword"),
-                        ]),
+                        env: Some(vars),
                         security_context: Some(restricted_container_security_context()),
                         ..Container::default()
                     }],
