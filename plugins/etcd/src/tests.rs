@@ -925,3 +925,26 @@ fn reconcile_is_deterministic() {
     assert_eq!(a.children, b.children);
     assert_eq!(a.status, b.status);
 }
+
+#[test]
+fn a_member_starting_after_a_scaling_step_is_scaling_not_degraded() {
+    let four = reconcile(&etcd(json!({"replicas": 4})), &Observed::default());
+    let mut cr = etcd(json!({"replicas": 4}));
+    // After the bootstrap the membership says existing; the last status said Scaling.
+    let mut observed = vec![applied_sts(&four, 3, true), applied(&four, "ec-membership")];
+    observed[1]["data"]["ETCD_INITIAL_CLUSTER_STATE"] = json!("existing");
+    cr.status = Some(EtcdClusterStatus {
+        phase: "Scaling".into(),
+        ..EtcdClusterStatus::default()
+    });
+    let desired = reconcile(&cr, &Observed::new(observed.clone()));
+    assert_eq!(status(&desired)["phase"], "Scaling");
+    assert_eq!(ready_condition(&desired)["reason"], "MemberStarting");
+    // The same unready member with a Running cluster before it: degraded.
+    cr.status = Some(EtcdClusterStatus {
+        phase: "Running".into(),
+        ..EtcdClusterStatus::default()
+    });
+    let desired = reconcile(&cr, &Observed::new(observed));
+    assert_eq!(status(&desired)["phase"], "Degraded");
+}
