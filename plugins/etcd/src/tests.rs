@@ -136,34 +136,22 @@ fn no_statefulset_bootstraps() {
 
 #[test]
 fn scaling_goes_one_member_at_a_time_and_only_from_a_ready_cluster() {
-    assert_eq!(
-        next_step(5, V3517, Some(&cluster(3, true, vec![]))),
-        Step::Add(3)
-    );
-    assert_eq!(
-        next_step(5, V3517, Some(&cluster(4, true, vec![]))),
-        Step::Add(4)
-    );
-    assert_eq!(
-        next_step(3, V3517, Some(&cluster(5, true, vec![]))),
-        Step::Remove(4)
-    );
-    assert_eq!(
-        next_step(3, V3517, Some(&cluster(4, true, vec![]))),
-        Step::Remove(3)
-    );
-    assert_eq!(
-        next_step(5, V3517, Some(&cluster(3, false, vec![]))),
-        Step::Wait
-    );
-    assert_eq!(
-        next_step(1, V3517, Some(&cluster(3, false, vec![]))),
-        Step::Wait
-    );
-    assert_eq!(
-        next_step(3, V3517, Some(&cluster(3, true, vec![]))),
-        Step::Steady
-    );
+    // (desired members, StatefulSet size, rolled out) -> the next step.
+    for (desired, size, rolled_out, step) in [
+        (5, 3, true, Step::Add(3)),
+        (5, 4, true, Step::Add(4)),
+        (3, 5, true, Step::Remove(4)),
+        (3, 4, true, Step::Remove(3)),
+        (5, 3, false, Step::Wait),
+        (1, 3, false, Step::Wait),
+        (3, 3, true, Step::Steady),
+    ] {
+        assert_eq!(
+            next_step(desired, V3517, Some(&cluster(size, rolled_out, vec![]))),
+            step,
+            "{desired} desired, {size} running, rolled out: {rolled_out}"
+        );
+    }
 }
 
 #[test]
