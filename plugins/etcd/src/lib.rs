@@ -351,10 +351,15 @@ fn status(
         ),
         Step::Wait => {
             let waiting = workload.map_or_else(String::new, |w| w.rollout().message().to_string());
+            // The previous phase is the only memory: a member added by the last step is
+            // starting, not failing.
+            let previous = parent.status.as_ref().map(|s| s.phase.as_str());
             if bootstrapping {
                 (status::CREATING, "Creating", waiting)
             } else if rolling {
                 (status::UPGRADING, "Upgrading", waiting)
+            } else if previous == Some(status::SCALING) {
+                (status::SCALING, "MemberStarting", waiting)
             } else {
                 (status::DEGRADED, "MembersNotReady", waiting)
             }

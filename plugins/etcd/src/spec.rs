@@ -1,7 +1,7 @@
 //! The `EtcdCluster` custom resource: its spec, defaults, CRD schema and the checks the schema cannot express.
 
 use kube::{CustomResource, ResourceExt};
-use operator_host_sdk::Error;
+use operator_host_sdk::{Error, is_dns_label, is_dns_subdomain};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -164,18 +164,4 @@ pub fn validate(cluster: &EtcdCluster) -> Result<EtcdClusterSpec, Error> {
 fn is_repository(repository: &str) -> bool {
     let last = repository.rsplit('/').next().unwrap_or(repository);
     !last.is_empty() && !repository.contains(['@', ' ']) && !last.contains(':')
-}
-
-fn is_dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-}
-
-fn is_dns_subdomain(name: &str) -> bool {
-    name.len() <= 253 && !name.is_empty() && name.split('.').all(is_dns_label)
 }

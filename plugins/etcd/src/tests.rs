@@ -136,34 +136,22 @@ fn no_statefulset_bootstraps() {
 
 #[test]
 fn scaling_goes_one_member_at_a_time_and_only_from_a_ready_cluster() {
-    assert_eq!(
-        next_step(5, V3517, Some(&cluster(3, true, vec![]))),
-        Step::Add(3)
-    );
-    assert_eq!(
-        next_step(5, V3517, Some(&cluster(4, true, vec![]))),
-        Step::Add(4)
-    );
-    assert_eq!(
-        next_step(3, V3517, Some(&cluster(5, true, vec![]))),
-        Step::Remove(4)
-    );
-    assert_eq!(
-        next_step(3, V3517, Some(&cluster(4, true, vec![]))),
-        Step::Remove(3)
-    );
-    assert_eq!(
-        next_step(5, V3517, Some(&cluster(3, false, vec![]))),
-        Step::Wait
-    );
-    assert_eq!(
-        next_step(1, V3517, Some(&cluster(3, false, vec![]))),
-        Step::Wait
-    );
-    assert_eq!(
-        next_step(3, V3517, Some(&cluster(3, true, vec![]))),
-        Step::Steady
-    );
+    // (desired members, StatefulSet size, rolled out) -> the next step.
+    for (desired, size, rolled_out, step) in [
+        (5, 3, true, Step::Add(3)),
+        (5, 4, true, Step::Add(4)),
+        (3, 5, true, Step::Remove(4)),
+        (3, 4, true, Step::Remove(3)),
+        (5, 3, false, Step::Wait),
+        (1, 3, false, Step::Wait),
+        (3, 3, true, Step::Steady),
+    ] {
+        assert_eq!(
+            next_step(desired, V3517, Some(&cluster(size, rolled_out, vec![]))),
+            step,
+            "{desired} desired, {size} running, rolled out: {rolled_out}"
+        );
+    }
 }
 
 #[test]
@@ -924,4 +912,27 @@ fn reconcile_is_deterministic() {
     let b = reconcile(&cr, &Observed::default());
     assert_eq!(a.children, b.children);
     assert_eq!(a.status, b.status);
+}
+
+#[test]
+fn a_member_starting_after_a_scaling_step_is_scaling_not_degraded() {
+    let four = reconcile(&etcd(json!({"replicas": 4})), &Observed::default());
+    let mut cr = etcd(json!({"replicas": 4}));
+    // After the bootstrap the membership says existing; the last status said Scaling.
+    let mut observed = vec![applied_sts(&four, 3, true), applied(&four, "ec-membership")];
+    observed[1]["data"]["ETCD_INITIAL_CLUSTER_STATE"] = json!("existing");
+    cr.status = Some(EtcdClusterStatus {
+        phase: "Scaling".into(),
+        ..EtcdClusterStatus::default()
+    });
+    let desired = reconcile(&cr, &Observed::new(observed.clone()));
+    assert_eq!(status(&desired)["phase"], "Scaling");
+    assert_eq!(ready_condition(&desired)["reason"], "MemberStarting");
+    // The same unready member with a Running cluster before it: degraded.
+    cr.status = Some(EtcdClusterStatus {
+        phase: "Running".into(),
+        ..EtcdClusterStatus::default()
+    });
+    let desired = reconcile(&cr, &Observed::new(observed));
+    assert_eq!(status(&desired)["phase"], "Degraded");
 }

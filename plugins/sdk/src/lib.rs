@@ -17,6 +17,7 @@ pub mod bindings {
 mod children;
 mod error;
 pub mod log;
+mod names;
 mod options;
 mod reconciler;
 pub mod resources;
@@ -29,6 +30,7 @@ pub mod __private;
 
 pub use children::{Desired, Kind, Observed, child_meta, kind_of};
 pub use error::Error;
+pub use names::{is_dns_label, is_dns_subdomain};
 pub use options::{
     ChildOptions, DeletePolicy, Readiness, Related, RelatedSelector, SecretView, UpdateStrategy,
 };

@@ -235,18 +235,7 @@ fn is_qualified_name(value: &str) -> bool {
         && bytes
             .iter()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    name_ok && prefix.is_none_or(is_dns_subdomain)
-}
-
-fn is_dns_subdomain(value: &str) -> bool {
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-    };
-    !value.is_empty() && value.len() <= 253 && value.split('.').all(label_ok)
+    name_ok && prefix.is_none_or(crate::is_dns_subdomain)
 }
 
 /// How a quantity is written, which its canonical form keeps.
