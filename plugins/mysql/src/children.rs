@@ -489,15 +489,36 @@ pub fn create_cluster_name(name: &str) -> String {
     format!("{name}-create-cluster")
 }
 
-/// What the create-cluster Job runs: wait for the first instance, create the cluster there
-/// unless it exists (`dba.createCluster()`), then add every other instance not in it yet, so
-/// that a retried pod finishes what an earlier one started.
-const CREATE_CLUSTER_SCRIPT: &str = r#"first="$MYSQL_USER@$FIRST:3306"
-until mysqlsh --uri "$first" --password="$MYSQL_PASSWORD" --sql -e 'SELECT 1' >/dev/null 2>&1; do
-  echo "waiting for $FIRST"
-  sleep 5
+/// The Job that adds the instances of a cluster grown to `instances` after its creation.
+pub fn add_instances_name(name: &str, instances: i32) -> String {
+    format!("{name}-add-instances-{instances}")
+}
+
+/// On a group Job: how many instances it makes members of the group. The plugin reads it back
+/// from the observed create-cluster Job to tell whether a larger cluster needs an add Job.
+pub const GROUP_INSTANCES_ANNOTATION: &str = "mysql.operator-host.dev/instances";
+
+/// The instance count a group Job was made for (its annotation), if it carries one.
+pub fn group_instances_of(job: &Job) -> Option<i32> {
+    job.metadata
+        .annotations
+        .as_ref()?
+        .get(GROUP_INSTANCES_ANNOTATION)?
+        .parse()
+        .ok()
+}
+
+/// What a group Job runs: wait until the first instance and each other one answer, create the
+/// cluster on the first unless it exists (`dba.createCluster()`), then add every instance not
+/// in it yet, so that a retried pod, or the Job of a grown cluster, finishes what an earlier
+/// one started.
+const GROUP_SCRIPT: &str = r#"for host in "$FIRST" $(echo "${MEMBERS:-}" | tr , ' '); do
+  until mysqlsh --uri "$MYSQL_USER@$host:3306" --password="$MYSQL_PASSWORD" --sql -e 'SELECT 1' >/dev/null 2>&1; do
+    echo "waiting for $host"
+    sleep 5
+  done
 done
-mysqlsh --uri "$first" --password="$MYSQL_PASSWORD" --js -e '
+mysqlsh --uri "$MYSQL_USER@$FIRST:3306" --password="$MYSQL_PASSWORD" --js -e '
 var cluster;
 try { cluster = dba.getCluster(os.getenv("CLUSTER")); }
 catch (e) { cluster = dba.createCluster(os.getenv("CLUSTER")); }
@@ -513,6 +534,21 @@ var topology = cluster.status().defaultReplicaSet.topology;
 /// The plugin cannot reach MySQL; the Job can, and its `Complete` condition is what tells the
 /// plugin that the group exists.
 pub fn create_cluster_job(name: &str, spec: &InnoDBClusterSpec) -> Job {
+    group_job(name, spec, create_cluster_name(name), "create-cluster")
+}
+
+/// `<name>-add-instances-<instances>`: the same script for a cluster grown after its creation;
+/// it finds the group and adds the instances that are not in it.
+pub fn add_instances_job(name: &str, spec: &InnoDBClusterSpec) -> Job {
+    group_job(
+        name,
+        spec,
+        add_instances_name(name, spec.instances),
+        "add-instances",
+    )
+}
+
+fn group_job(name: &str, spec: &InnoDBClusterSpec, job_name: String, container: &str) -> Job {
     let service = instances_service(name);
     let members: Vec<String> = (1..spec.instances)
         .map(|i| format!("{name}-{i}.{service}"))
@@ -527,8 +563,13 @@ pub fn create_cluster_job(name: &str, spec: &InnoDBClusterSpec) -> Job {
     if !members.is_empty() {
         vars.push(env("MEMBERS", members.join(",")));
     }
+    let mut metadata = child_meta(job_name, labels(name, Component::Cluster));
+    metadata.annotations = Some(BTreeMap::from([(
+        GROUP_INSTANCES_ANNOTATION.to_string(),
+        spec.instances.to_string(),
+    )]));
     Job {
-        metadata: child_meta(create_cluster_name(name), labels(name, Component::Cluster)),
+        metadata,
         spec: Some(JobSpec {
             backoff_limit: Some(6),
             active_deadline_seconds: Some(1800),
@@ -542,12 +583,12 @@ pub fn create_cluster_job(name: &str, spec: &InnoDBClusterSpec) -> Job {
                     restart_policy: Some("Never".to_string()),
                     security_context: Some(restricted_pod_security_context(Some(MYSQL_UID))),
                     containers: vec![Container {
-                        name: "create-cluster".to_string(),
+                        name: container.to_string(),
                         image: Some(format!("{SERVER_IMAGE}:{}", spec.version)),
                         command: Some(vec![
                             "/bin/sh".to_string(),
                             "-ec".to_string(),
-                            CREATE_CLUSTER_SCRIPT.to_string(),
+                            GROUP_SCRIPT.to_string(),
                         ]),
                         env: Some(vars),
                         security_context: Some(restricted_container_security_context()),

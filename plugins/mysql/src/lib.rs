@@ -27,7 +27,7 @@ pub use spec::{
     InnoDBCluster, InnoDBClusterSpec, MAX_INSTANCES, MAX_NAME_LEN, RouterSpec, ServiceSpec,
     ServiceType,
 };
-pub use status::{ClusterStatus, InnoDBClusterStatus, RootSecret, RouterStatus};
+pub use status::{ClusterStatus, GroupJob, InnoDBClusterStatus, RootSecret, RouterStatus};
 
 /// The InnoDBCluster reconciler.
 pub struct MySqlOperator;
@@ -70,6 +70,18 @@ impl Reconciler for MySqlOperator {
         );
         let stateful_set = observed.view::<StatefulSet, WorkloadView>(&name)?;
         let create_cluster = observed.get::<Job>(&children::create_cluster_name(&name))?;
+        // A cluster grown past what its create-cluster Job made members needs a Job that adds
+        // the rest (one per size: a later growth runs anew).
+        let grown = create_cluster
+            .as_ref()
+            .and_then(children::group_instances_of)
+            .is_some_and(|created_with| spec.instances > created_with);
+        let group_job = if grown {
+            let job_name = children::add_instances_name(&name, spec.instances);
+            GroupJob::AddInstances(job_name.clone(), observed.get::<Job>(&job_name)?)
+        } else {
+            GroupJob::CreateCluster(create_cluster)
+        };
 
         let mut desired = Desired::new();
         desired.child(&children::service_account(&name))?;
@@ -93,6 +105,14 @@ impl Reconciler for MySqlOperator {
             if spec.router.instances > 0 {
                 desired.child(&children::router_deployment(&name, spec))?;
             }
+            // After the barrier (the group exists); create-only too. Once the cluster is
+            // smaller again it is pruned, and a new growth to that size runs it anew.
+            if grown {
+                desired.child_with(
+                    &children::add_instances_job(&name, spec),
+                    ChildOptions::new().create_only(),
+                )?;
+            }
         }
 
         // Views, not whole objects: the pod templates' deserializers stay out of the plugin.
@@ -101,7 +121,7 @@ impl Reconciler for MySqlOperator {
             parent,
             stateful_set.as_ref(),
             router.as_ref(),
-            create_cluster.as_ref(),
+            &group_job,
             &root,
             &desired,
         );

@@ -5,8 +5,9 @@
 //!
 //! | status | when |
 //! |---|---|
-//! | `ONLINE` | `ready >= instances`, the StatefulSet has rolled out the spec this reconcile desires (see below), and the Job `<name>-create-cluster` is Complete (the group exists) |
+//! | `ONLINE` | `ready >= instances`, the StatefulSet has rolled out the spec this reconcile desires (see below), and the group Job is Complete: `<name>-create-cluster` (the group exists), or for a cluster grown after its creation `<name>-add-instances-<instances>` (every instance is a member) |
 //! | `INITIALIZING` | `ready >= instances` and rolled out, but the group is not created yet |
+//! | `ONLINE_PARTIAL` | `ready >= instances` and rolled out, the group exists, but the instances added since are not members yet |
 //! | `ONLINE_PARTIAL` | `ready > 0` otherwise (some instances online, or the StatefulSet is still scaling or rolling out) |
 //! | `OFFLINE` | `ready == 0` and the previous status was `ONLINE`, `ONLINE_PARTIAL` or `OFFLINE` (it had been online) |
 //! | `INITIALIZING` | `ready == 0`, the StatefulSet is observed and has created pods (`status.replicas > 0`) |
@@ -145,6 +146,27 @@ impl RootSecret {
     }
 }
 
+/// The Job whose completion makes the group what the spec asks, as observed (if it was).
+#[derive(Clone, Debug)]
+pub enum GroupJob {
+    /// `<name>-create-cluster`: `dba.createCluster()` and the first instances.
+    CreateCluster(Option<Job>),
+    /// `<name>-add-instances-<n>` (its name) for a cluster grown after its creation.
+    AddInstances(String, Option<Job>),
+}
+
+impl GroupJob {
+    fn observed(&self) -> Option<&Job> {
+        match self {
+            GroupJob::CreateCluster(job) | GroupJob::AddInstances(_, job) => job.as_ref(),
+        }
+    }
+
+    fn holds(&self, type_: &str) -> bool {
+        self.observed().is_some_and(|job| job_holds(job, type_))
+    }
+}
+
 /// Whether a Job's condition of `type_` is `True`.
 fn job_holds(job: &Job, type_: &str) -> bool {
     job.status
@@ -160,7 +182,7 @@ pub fn status(
     parent: &InnoDBCluster,
     stateful_set: Option<&WorkloadView>,
     router: Option<&WorkloadView>,
-    create_cluster: Option<&Job>,
+    group_job: &GroupJob,
     root: &RootSecret,
     desired: &Desired,
 ) -> InnoDBClusterStatus {
@@ -178,10 +200,11 @@ pub fn status(
     let scaled = stateful_set.is_some_and(|s| s.spec.replicas == Some(instances));
     let rollout = stateful_set.map(|s| s.rollout_of(desired));
     let caught_up = scaled && rollout.as_ref().is_some_and(Rollout::is_complete);
-    let group_created = create_cluster.is_some_and(|job| job_holds(job, "Complete"));
-    let state = if ready >= instances && caught_up && group_created {
+    let group_complete = group_job.holds("Complete");
+    let growing = matches!(group_job, GroupJob::AddInstances(..));
+    let state = if ready >= instances && caught_up && group_complete {
         ONLINE
-    } else if ready >= instances && caught_up {
+    } else if ready >= instances && caught_up && !growing {
         INITIALIZING
     } else if ready > 0 {
         ONLINE_PARTIAL
@@ -201,6 +224,22 @@ pub fn status(
             "Scaling",
             format!("the StatefulSet is being scaled to {instances} instances ({ready} online)"),
         ),
+        ONLINE_PARTIAL if ready >= instances && caught_up => match group_job {
+            GroupJob::AddInstances(job, _) if group_job.holds("Failed") => (
+                "AddInstancesFailed",
+                format!(
+                    "every instance is online, but the Job {job} that adds them to the group \
+                     failed; read its logs, then delete it to try again"
+                ),
+            ),
+            _ => (
+                "AddingInstances",
+                format!(
+                    "{ready} of {instances} instances are online; waiting for the Job that \
+                     adds the new ones to the group (addInstance)"
+                ),
+            ),
+        },
         ONLINE_PARTIAL if ready >= instances => (
             "RollingOut",
             format!(
@@ -216,7 +255,7 @@ pub fn status(
             "Offline",
             format!("no instance is online (0 of {instances})"),
         ),
-        INITIALIZING if ready > 0 => match create_cluster {
+        INITIALIZING if ready > 0 => match group_job.observed() {
             Some(job) if job_holds(job, "Failed") => (
                 "CreateClusterFailed",
                 format!(

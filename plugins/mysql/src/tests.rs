@@ -953,9 +953,10 @@ fn observed_router(replicas: i32, ready: i32) -> Value {
     )
 }
 
-/// The create-cluster Job as observed, with its `condition` (`Complete`, `Failed`) if any.
-fn create_cluster_job(condition: Option<&str>) -> Value {
-    let mut job = applied(&minimal("ic"), "Job", Value::Null);
+/// The create-cluster Job made for `cr` as observed, with its `condition` (`Complete`,
+/// `Failed`) if any.
+fn create_cluster_job(cr: &InnoDBCluster, condition: Option<&str>) -> Value {
+    let mut job = applied(cr, "Job", Value::Null);
     if let Some(type_) = condition {
         job["status"] = json!({"conditions": [{"type": type_, "status": "True"}]});
     }
@@ -966,7 +967,7 @@ fn create_cluster_job(condition: Option<&str>) -> Value {
 /// the Job itself.
 fn status_of(cr: &InnoDBCluster, mut observed: Vec<Value>) -> Value {
     if !observed.iter().any(|o| o["kind"] == "Job") {
-        observed.push(create_cluster_job(Some("Complete")));
+        observed.push(create_cluster_job(cr, Some("Complete")));
     }
     MySqlOperator::reconcile(cr, &observed_with(observed))
         .unwrap()
@@ -1291,7 +1292,7 @@ fn every_instance_ready_is_not_online_until_the_group_is_created() {
     let cr = with(json!({"instances": 3}));
     let status = status_of(
         &cr,
-        vec![observed_sts(3, 3, 3, true), create_cluster_job(None)],
+        vec![observed_sts(3, 3, 3, true), create_cluster_job(&cr, None)],
     );
     assert_eq!(status["cluster"]["status"], INITIALIZING);
     assert_eq!(condition(&status, "Ready")["reason"], "CreatingCluster");
@@ -1299,7 +1300,7 @@ fn every_instance_ready_is_not_online_until_the_group_is_created() {
         &cr,
         vec![
             observed_sts(3, 3, 3, true),
-            create_cluster_job(Some("Failed")),
+            create_cluster_job(&cr, Some("Failed")),
         ],
     );
     let ready = condition(&status, "Ready");
@@ -1314,10 +1315,96 @@ fn every_instance_ready_is_not_online_until_the_group_is_created() {
         &cr,
         vec![
             observed_sts(3, 3, 3, true),
-            create_cluster_job(Some("Complete")),
+            create_cluster_job(&cr, Some("Complete")),
         ],
     );
     assert_eq!(status["cluster"]["status"], ONLINE);
+}
+
+/// A cluster created with `created_with` instances, now of `cr`'s size, as observed with its
+/// StatefulSet rolled out and every instance ready.
+fn grown_observed(cr: &InnoDBCluster, created_with: i32) -> Vec<Value> {
+    let instances = cr.spec.instances;
+    vec![
+        observed_sts(instances, instances, instances, true),
+        create_cluster_job(&with(json!({"instances": created_with})), Some("Complete")),
+    ]
+}
+
+#[test]
+fn a_cluster_grown_after_its_creation_adds_the_new_instances_with_a_job_of_its_size() {
+    let cr = with(json!({"instances": 3}));
+    let desired = MySqlOperator::reconcile(&cr, &observed_with(grown_observed(&cr, 1))).unwrap();
+    let job = desired.get::<Job>("ic-add-instances-3").unwrap().unwrap();
+    let options = desired.options_of::<Job>("ic-add-instances-3").unwrap();
+    assert_eq!(options.update, UpdateStrategy::CreateOnly, "run once");
+    let pod = job.spec.unwrap().template.spec.unwrap();
+    let env: BTreeMap<String, _> = pod.containers[0]
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name.clone(), e.value))
+        .collect();
+    assert_eq!(
+        env["MEMBERS"].as_deref(),
+        Some("ic-1.ic-instances,ic-2.ic-instances")
+    );
+    let annotations = job.metadata.annotations.unwrap();
+    assert_eq!(annotations[children::GROUP_INSTANCES_ANNOTATION], "3");
+    // After the create-cluster barrier: it never runs before the group exists.
+    let position = |name: &str| {
+        desired
+            .children
+            .iter()
+            .position(|c| c["metadata"]["name"] == name)
+            .unwrap()
+    };
+    assert!(position("ic-create-cluster") < position("ic-add-instances-3"));
+
+    // Every instance ready is not ONLINE until the new ones are members.
+    let status = &desired.status;
+    assert_eq!(status["cluster"]["status"], ONLINE_PARTIAL);
+    assert_eq!(condition(status, "Ready")["reason"], "AddingInstances");
+    let mut observed = grown_observed(&cr, 1);
+    let mut failed = applied(
+        &cr,
+        "Job",
+        json!({"conditions": [{"type": "Failed", "status": "True"}]}),
+    );
+    failed["metadata"]["name"] = "ic-add-instances-3".into();
+    observed.push(failed.clone());
+    let status = status_of(&cr, observed);
+    let ready = condition(&status, "Ready");
+    assert_eq!(ready["reason"], "AddInstancesFailed");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap()
+            .contains("ic-add-instances-3")
+    );
+    let mut observed = grown_observed(&cr, 1);
+    failed["status"] = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+    observed.push(failed);
+    assert_eq!(status_of(&cr, observed)["cluster"]["status"], ONLINE);
+}
+
+#[test]
+fn a_cluster_at_or_below_its_created_size_needs_no_add_job() {
+    for (instances, created_with) in [(3, 3), (1, 3), (3, 5)] {
+        let cr = with(json!({"instances": instances}));
+        let desired =
+            MySqlOperator::reconcile(&cr, &observed_with(grown_observed(&cr, created_with)))
+                .unwrap();
+        assert!(
+            !desired.children.iter().any(|c| c["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .contains("add-instances")),
+            "{instances} instances, created with {created_with}"
+        );
+        assert_eq!(desired.status["cluster"]["status"], ONLINE);
+    }
 }
 
 #[test]
