@@ -4,7 +4,8 @@
 //! it declares the Kubernetes objects of a cluster and reports their state. It does not talk
 //! to MySQL (plugins have no network): the Job `<name>-create-cluster` does
 //! (`dba.createCluster()`), behind a readiness barrier that holds the router until the group
-//! exists, and `ONLINE` means every server pod is ready and that Job completed. The root
+//! exists; a cluster grown later gets `<name>-add-instances-<k>`. `ONLINE` means every server
+//! pod is ready and the current one of those Jobs completed. The root
 //! Secret is a related resource seen as hashes: a missing Secret or key is a condition, not a
 //! pod that cannot start.
 
