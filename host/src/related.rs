@@ -9,8 +9,9 @@
 //! - Only objects in the parent's namespace are related to it.
 //! - A Secret under `data-hash` reaches the plugin with each `data` value replaced by the hex
 //!   SHA-256 of its bytes (base64-encoded like every `data` value, so a typed client decodes
-//!   it to the hex digest), without `stringData` and without the annotation in which
-//!   `kubectl apply` keeps the last applied object (the data in clear).
+//!   it to the hex digest), with `stringData` folded into `data` first (as the API server
+//!   stores it; `render` may be handed a document that has it), and without the annotation
+//!   in which `kubectl apply` keeps the last applied object (the data in clear).
 
 use base64::Engine;
 use kube::core::SelectorExt;
@@ -100,32 +101,57 @@ pub fn view(related: &Related, object: &Value) -> Value {
     if let Some(metadata) = object["metadata"].as_object_mut() {
         metadata.remove("managedFields");
     }
+    if related.is_secret() {
+        fold_string_data(&mut object);
+    }
     if !related.is_secret() || related.secret_view == SecretView::Full {
         return object;
     }
     if let Some(annotations) = object["metadata"]["annotations"].as_object_mut() {
         annotations.remove(LAST_APPLIED_ANNOTATION);
     }
-    if let Some(fields) = object.as_object_mut() {
-        fields.remove("stringData");
-        if let Some(Value::Object(data)) = fields.get("data") {
-            let hashed: Map<String, Value> = data
-                .iter()
-                .map(|(key, encoded)| {
-                    let text = encoded.as_str().unwrap_or_default();
-                    let base64 = base64::engine::general_purpose::STANDARD;
-                    // What the API server stores is base64; hash the bytes it stands for.
-                    let bytes = base64
-                        .decode(text)
-                        .unwrap_or_else(|_| text.as_bytes().to_vec());
-                    let digest = hex::encode(Sha256::digest(&bytes));
-                    (key.clone(), base64.encode(digest).into())
-                })
-                .collect();
-            fields.insert("data".into(), Value::Object(hashed));
-        }
+    if let Some(fields) = object.as_object_mut()
+        && let Some(Value::Object(data)) = fields.get("data")
+    {
+        let hashed: Map<String, Value> = data
+            .iter()
+            .map(|(key, encoded)| {
+                let text = encoded.as_str().unwrap_or_default();
+                let base64 = base64::engine::general_purpose::STANDARD;
+                // What the API server stores is base64; hash the bytes it stands for.
+                let bytes = base64
+                    .decode(text)
+                    .unwrap_or_else(|_| text.as_bytes().to_vec());
+                let digest = hex::encode(Sha256::digest(&bytes));
+                (key.clone(), base64.encode(digest).into())
+            })
+            .collect();
+        fields.insert("data".into(), Value::Object(hashed));
     }
     object
+}
+
+/// A Secret's `stringData` folded into `data`, as the API server does when it stores one:
+/// stored Secrets never carry `stringData`, but a document given to `render` may.
+fn fold_string_data(secret: &mut Value) {
+    let Some(fields) = secret.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(string_data)) = fields.remove("stringData") else {
+        return;
+    };
+    let data = fields
+        .entry("data")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(data) = data {
+        let base64 = base64::engine::general_purpose::STANDARD;
+        for (key, value) in string_data {
+            data.insert(
+                key,
+                base64.encode(value.as_str().unwrap_or_default()).into(),
+            );
+        }
+    }
 }
 
 #[cfg(test)]
@@ -239,6 +265,8 @@ mod tests {
             "the hex SHA-256 of the decoded bytes, base64-encoded"
         );
         assert!(seen.get("stringData").is_none());
+        // stringData counts as data (the API server folds it in; `render` may be handed it).
+        assert_eq!(seen["data"]["other"], seen["data"]["key"]);
         assert_eq!(seen["metadata"]["annotations"], json!({"note": "kept"}));
     }
 }

@@ -20,10 +20,25 @@ fn cluster_document(example_name: &str) -> Value {
         .unwrap_or_else(|| panic!("{example_name} has no InnoDBCluster"))
 }
 
-/// Writes `document` to `cr.yaml` in `dir`.
+/// The root Secret the examples hold beside their cluster.
+fn root_secret_document() -> Value {
+    let text = std::fs::read_to_string(example("mysql.yaml")).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap())
+        .find(|d| d["kind"] == "Secret")
+        .unwrap()
+}
+
+/// Writes `document` to `cr.yaml` in `dir`, after the examples' root Secret (which `render`
+/// takes as a cluster object: the plugin reads it as a related resource).
 fn cr_file(dir: &tempfile::TempDir, document: &Value) -> PathBuf {
     let path = dir.path().join("cr.yaml");
-    std::fs::write(&path, serde_yaml::to_string(document).unwrap()).unwrap();
+    let text = format!(
+        "{}---\n{}",
+        serde_yaml::to_string(&root_secret_document()).unwrap(),
+        serde_yaml::to_string(document).unwrap()
+    );
+    std::fs::write(&path, text).unwrap();
     path
 }
 
@@ -117,6 +132,11 @@ fn render_with_an_observed_ready_statefulset_reports_online() {
             serde_json::json!({"observedGeneration": 1, "replicas": 2, "readyReplicas": 2,
                 "updatedReplicas": 2, "availableReplicas": 2}),
         ),
+        // The group exists: the Job that created it is Complete.
+        workload(
+            "Job",
+            serde_json::json!({"conditions": [{"type": "Complete", "status": "True"}]}),
+        ),
     ];
     let observed = dir.path().join("observed.yaml");
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
@@ -128,7 +148,7 @@ fn render_with_an_observed_ready_statefulset_reports_online() {
     assert_eq!(plan["status"]["cluster"]["onlineInstances"], 3);
     assert_eq!(plan["status"]["router"]["readyInstances"], 2);
     let conditions = plan["status"]["conditions"].as_array().unwrap();
-    for type_ in ["Ready", "RouterReady", "Reconciled"] {
+    for type_ in ["Ready", "RouterReady", "SecretReady", "Reconciled"] {
         let condition = conditions.iter().find(|c| c["type"] == type_).unwrap();
         assert_eq!(condition["status"], "True", "{condition}");
     }

@@ -101,8 +101,11 @@ impl Scenario {
         }
     }
 
-    /// Starts a host process (armed to abort after `crash_after`, if given).
+    /// Starts a host process (armed to abort after `crash_after`, if given), under the
+    /// examples' policy (which lets the MySQL plugin read its root Secret, as hashes).
     pub fn host(&self, crash_after: Option<&str>) -> ProcessHost {
+        let policy = devcluster::repo_root().join("examples/policy.yaml");
+        let policy = policy.to_str().expect("a UTF-8 path");
         ProcessHost::start(&Launch {
             binary: &self.binary,
             plugins: self.plugins.path(),
@@ -110,7 +113,7 @@ impl Scenario {
             namespace: self.ns.name(),
             crash_after,
             metrics_addr: None,
-            args: &[],
+            args: &["--policy", policy],
         })
     }
 

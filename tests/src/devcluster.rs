@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -743,4 +744,16 @@ fn run_node_script<S: AsRef<std::ffi::OsStr>>(dir: &Path, args: &[S]) -> Result<
             output.status
         ))
     }
+}
+
+/// Whether the Job has finished successfully (its `Complete` condition is true; kwok's fake
+/// nodes complete Jobs).
+pub fn job_is_complete(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Complete" && c.status == "True")
+        })
 }

@@ -4,7 +4,7 @@
 //! [`check`] reads the parent and its children from the API server and runs the plugin on
 //! exactly that (the same pure `plan` function `render` and the host use). The state is
 //! converged when the plan has nothing left to do: every desired child exists and carries every
-//! field the plugin sets with the value it sets, no owned child is left to prune, and the live
+//! field the plugin sets with the value it sets (a create-only child only exists), no owned child is left to prune, and the live
 //! status is the status the plan would write. [`Snapshot`] adds what the plan cannot see: which
 //! children survived (same UIDs) and that objects the host does not own were not touched.
 
@@ -19,6 +19,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
 use operator_host::plan;
 use operator_host::plugin::Plugin;
+use operator_host::runtime::{RelatedObjects, UpdateStrategy};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
@@ -95,6 +96,39 @@ impl Oracle<'_> {
         )))
     }
 
+    /// The objects the plugin's related declarations choose for `parent`, as the host passes
+    /// them (chosen and viewed by the host's own `related::objects_for`).
+    async fn related(&self, parent: &Value) -> Result<Vec<RelatedObjects>, Error> {
+        let declarations = &self.plugin.decl.related;
+        let mut candidates = Vec::with_capacity(declarations.len());
+        for declaration in declarations {
+            let listed = self
+                .api(&declaration.kind)
+                .list(&ListParams::default())
+                .await
+                .map_err(|source| Error::Read {
+                    what: format!("the related {}s", declaration.kind.kind),
+                    source,
+                })?;
+            let values: Vec<Value> = listed
+                .items
+                .iter()
+                .map(|object| {
+                    let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
+                    value["apiVersion"] = declaration.kind.api_version().into();
+                    value["kind"] = declaration.kind.kind.clone().into();
+                    value
+                })
+                .collect();
+            candidates.push(values);
+        }
+        Ok(operator_host::related::objects_for(
+            declarations,
+            parent,
+            |index| candidates[index].clone(),
+        ))
+    }
+
     /// The child kinds the host watches for the plugin under the default policy (a kind the
     /// policy forbids is never applied, and may not even be namespaced).
     fn child_kinds(&self) -> Vec<operator_host::plugin::KindRef> {
@@ -148,9 +182,11 @@ impl Oracle<'_> {
                 self.plugin.decl.parent.kind
             )));
         };
+        let related = self.related(&parent).await?;
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
-        let planned = plan::plan(self.plugin, &parent, &observed, Vec::new(), &now)?;
-        for desired in planned.objects() {
+        let planned = plan::plan(self.plugin, &parent, &observed, related, &now)?;
+        for child in &planned.apply {
+            let desired = &child.object;
             let kind = desired["kind"].as_str().unwrap_or_default();
             let child_name = desired["metadata"]["name"].as_str().unwrap_or_default();
             let live = observed
@@ -160,6 +196,10 @@ impl Oracle<'_> {
                     kind: kind.into(),
                     name: child_name.into(),
                 })?;
+            // Create-only: the host never writes it once it exists, whatever the plugin sets.
+            if child.update == UpdateStrategy::CreateOnly {
+                continue;
+            }
             if let Some((path, live, desired)) = first_difference(desired, live, String::new()) {
                 return Err(Error::ChildDiffers {
                     kind: kind.into(),

@@ -17,7 +17,7 @@ use kube::api::{
     ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams, WatchParams,
 };
 use kube::{Api, ResourceExt};
-use operator_host_tests::devcluster::{TestNamespace, wait_for};
+use operator_host_tests::devcluster::{TestNamespace, job_is_complete, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::memcached::{condition, patch_spec};
 use operator_host_tests::recorder::{Recorder, Seen};
@@ -78,16 +78,6 @@ async fn wait_phase(api: &Api<DynamicObject>, phase: &str, members: i64) -> Dyna
     .unwrap()
 }
 
-fn is_complete(job: &Job) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Complete" && c.status == "True")
-        })
-}
-
 fn is_ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()
@@ -125,7 +115,7 @@ fn jobs(seen: &[Seen<Job>]) -> Vec<(String, Option<u64>)> {
                 jobs.len() - 1
             }
         };
-        if jobs[index].1.is_none() && is_complete(&s.object) {
+        if jobs[index].1.is_none() && job_is_complete(&s.object) {
             jobs[index].1 = Some(s.revision);
         }
     }

@@ -417,7 +417,13 @@ fn the_host_image_runs_a_static_binary_as_non_root_with_nothing_else() {
     cmd.push("--help");
     run(&cmd);
     let plugins = read_image(builds.first.0.path(), "operator-host-plugins");
-    let mut rbac = vec!["rbac".to_string()];
+    // Under the installed host's policy, which lets mysql read its root Secret (as hashes).
+    let policy = repo_root().join("deploy/install/base/policy.yaml");
+    let mut rbac = vec![
+        "rbac".to_string(),
+        "--policy".to_string(),
+        policy.to_str().unwrap().to_string(),
+    ];
     for plugin in PLUGINS {
         let path = dir.path().join(format!("{plugin}.wasm"));
         std::fs::write(

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Event, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount,
 };
@@ -16,7 +17,7 @@ use kube::api::{
     WatchParams,
 };
 use kube::{Api, ResourceExt};
-use operator_host_tests::devcluster::{TestNamespace, kubectl, wait_for};
+use operator_host_tests::devcluster::{TestNamespace, job_is_complete, kubectl, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::memcached::{condition, patch_spec};
 use operator_host_tests::recorder::Recorder;
@@ -29,7 +30,8 @@ const NAME: &str = "mycluster";
 async fn mysql_host(test: &str) -> (TestNamespace, Host, Api<DynamicObject>) {
     let ns = TestNamespace::new(test).await.unwrap();
     operator_host_tests::mysql::create_root_secret(&ns).await;
-    let host = Host::start(plugin_path("plugins", "mysql"), ns.name()).await;
+    // The examples' policy lets the plugin read the root Secret (as hashes).
+    let host = Host::start_with_examples_policy(plugin_path("plugins", "mysql"), ns.name()).await;
     let api = Api::namespaced_with(
         ns.client(),
         ns.name(),
@@ -220,10 +222,25 @@ async fn scaling_1_to_3_to_1_is_followed_by_the_statefulset_and_the_status() {
         states.contains(&"ONLINE_PARTIAL".to_string()),
         "scaling up went through {states:?}"
     );
+    // ONLINE again only once the Job that adds the new instances to the group completed
+    // (kwok completes Jobs): the create-cluster Job made a group of one.
+    let jobs = ns.api::<Job>();
+    let add = jobs.get("mycluster-add-instances-3").await.unwrap();
+    assert!(job_is_complete(&add), "ONLINE before the add Job completed");
 
     patch_spec(&api, NAME, json!({"instances": 1})).await;
     wait_state(&api, "ONLINE", 1).await;
     assert_eq!(stateful_set(&ns).await.spec.unwrap().replicas, Some(1));
+    // Pruned at the smaller size: a later growth runs it anew.
+    wait_for("the add Job to be pruned", TIMEOUT, || async {
+        Ok(jobs
+            .get_opt("mycluster-add-instances-3")
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await
+    .unwrap();
     let selector = "mysql.oracle.com/cluster=mycluster,tier=mysql";
     wait_for("one MySQL pod", TIMEOUT, || async {
         let pods = ns

@@ -310,11 +310,12 @@ async fn an_artifact_serves_only_with_a_signature_by_a_given_key() {
 
     let ns = TestNamespace::new("oplugin-signed").await.unwrap();
     let store = tempfile::tempdir().unwrap();
-    // The policy requires signatures of every plugin the cluster declares.
+    // The policy requires signatures of every plugin the cluster declares (and lets mysql
+    // read its root Secret, as hashes).
     let policy = store.path().join("policy.yaml");
     std::fs::write(
         &policy,
-        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  requireSignature: true\n",
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  requireSignature: true\n  allowSecrets: true\n",
     )
     .unwrap();
     let _host = start_host(&ns, store.path(), &["--policy", policy.to_str().unwrap()]);

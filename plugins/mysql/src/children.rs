@@ -1,8 +1,9 @@
-//! The children of one InnoDBCluster: ServiceAccount, ConfigMap, Services, StatefulSet, router Deployment, PDB.
+//! The children of one InnoDBCluster: ServiceAccount, ConfigMap, Services, StatefulSet, PDB, the create-cluster Job, router Deployment.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, StatefulSet, StatefulSetSpec};
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
     EnvVarSource, ExecAction, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec,
@@ -478,6 +479,125 @@ pub fn pdb(name: &str) -> PodDisruptionBudget {
             max_unavailable: Some(IntOrString::Int(1)),
             selector: Some(selector(name, Component::Database)),
             ..PodDisruptionBudgetSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The Job that creates the InnoDB Cluster.
+pub fn create_cluster_name(name: &str) -> String {
+    format!("{name}-create-cluster")
+}
+
+/// The Job that adds the instances of a cluster grown to `instances` after its creation.
+pub fn add_instances_name(name: &str, instances: i32) -> String {
+    format!("{name}-add-instances-{instances}")
+}
+
+/// On a group Job: how many instances it makes members of the group. The plugin reads it back
+/// from the observed create-cluster Job to tell whether a larger cluster needs an add Job.
+pub const GROUP_INSTANCES_ANNOTATION: &str = "mysql.operator-host.dev/instances";
+
+/// The instance count a group Job was made for (its annotation), if it carries one.
+pub fn group_instances_of(job: &Job) -> Option<i32> {
+    job.metadata
+        .annotations
+        .as_ref()?
+        .get(GROUP_INSTANCES_ANNOTATION)?
+        .parse()
+        .ok()
+}
+
+/// What a group Job runs: wait until the first instance and each other one answer, create the
+/// cluster on the first unless it exists (`dba.createCluster()`), then add every instance not
+/// in it yet, so that a retried pod, or the Job of a grown cluster, finishes what an earlier
+/// one started.
+const GROUP_SCRIPT: &str = r#"for host in "$FIRST" $(echo "${MEMBERS:-}" | tr , ' '); do
+  until mysqlsh --uri "$MYSQL_USER@$host:3306" --password="$MYSQL_PASSWORD" --sql -e 'SELECT 1' >/dev/null 2>&1; do
+    echo "waiting for $host"
+    sleep 5
+  done
+done
+mysqlsh --uri "$MYSQL_USER@$FIRST:3306" --password="$MYSQL_PASSWORD" --js -e '
+var cluster;
+try { cluster = dba.getCluster(os.getenv("CLUSTER")); }
+catch (e) { cluster = dba.createCluster(os.getenv("CLUSTER")); }
+var topology = cluster.status().defaultReplicaSet.topology;
+(os.getenv("MEMBERS") || "").split(",").filter(function (m) { return m && !topology[m + ":3306"]; })
+  .forEach(function (m) {
+    cluster.addInstance(os.getenv("MYSQL_USER") + "@" + m + ":3306",
+      {password: os.getenv("MYSQL_PASSWORD"), recoveryMethod: "clone"});
+  });'"#;
+
+/// `<name>-create-cluster`: `dba.createCluster()` on instance 0 and `addInstance` of the
+/// others, with MySQL Shell from the server image and the credentials of the user's Secret.
+/// The plugin cannot reach MySQL; the Job can, and its `Complete` condition is what tells the
+/// plugin that the group exists.
+pub fn create_cluster_job(name: &str, spec: &InnoDBClusterSpec) -> Job {
+    group_job(name, spec, create_cluster_name(name), "create-cluster")
+}
+
+/// `<name>-add-instances-<instances>`: the same script for a cluster grown after its creation;
+/// it finds the group and adds the instances that are not in it.
+pub fn add_instances_job(name: &str, spec: &InnoDBClusterSpec) -> Job {
+    group_job(
+        name,
+        spec,
+        add_instances_name(name, spec.instances),
+        "add-instances",
+    )
+}
+
+fn group_job(name: &str, spec: &InnoDBClusterSpec, job_name: String, container: &str) -> Job {
+    let service = instances_service(name);
+    let members: Vec<String> = (1..spec.instances)
+        .map(|i| format!("{name}-{i}.{service}"))
+        .collect();
+    let mut vars = vec![
+        env("CLUSTER", name),
+        env("FIRST", format!("{name}-0.{service}")),
+        secret_env("MYSQL_USER", &spec.secret_name, "rootUser"),
+        secret_env("MYSQL_PASSWORD", &spec.secret_name, "rootPassword"),
+    ];
+    // The API server stores an empty value as none: a one-instance cluster has no MEMBERS.
+    if !members.is_empty() {
+        vars.push(env("MEMBERS", members.join(",")));
+    }
+    let mut metadata = child_meta(job_name, labels(name, Component::Cluster));
+    metadata.annotations = Some(BTreeMap::from([(
+        GROUP_INSTANCES_ANNOTATION.to_string(),
+        spec.instances.to_string(),
+    )]));
+    Job {
+        metadata,
+        spec: Some(JobSpec {
+            backoff_limit: Some(6),
+            active_deadline_seconds: Some(1800),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels(name, Component::Cluster)),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(service_account_name(name)),
+                    restart_policy: Some("Never".to_string()),
+                    security_context: Some(restricted_pod_security_context(Some(MYSQL_UID))),
+                    containers: vec![Container {
+                        name: container.to_string(),
+                        image: Some(format!("{SERVER_IMAGE}:{}", spec.version)),
+                        command: Some(vec![
+                            "/bin/sh".to_string(),
+                            "-ec".to_string(),
+                            GROUP_SCRIPT.to_string(),
+                        ]),
+                        env: Some(vars),
+                        security_context: Some(restricted_container_security_context()),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+            },
+            ..JobSpec::default()
         }),
         status: None,
     }

@@ -2,15 +2,21 @@
 //!
 //! Modelled on Oracle's MySQL Operator for Kubernetes, within what a pure function can do:
 //! it declares the Kubernetes objects of a cluster and reports their state. It does not talk
-//! to MySQL (plugins have no network), so it does not create the Group Replication group
-//! (`dba.createCluster()`), and `ONLINE` means "every server pod is ready", not "every
-//! member is ONLINE in the group".
+//! to MySQL (plugins have no network): the Job `<name>-create-cluster` does
+//! (`dba.createCluster()`), behind a readiness barrier that holds the router until the group
+//! exists; a cluster grown later gets `<name>-add-instances-<k>`. `ONLINE` means every server
+//! pod is ready and the current one of those Jobs completed. The root
+//! Secret is a related resource seen as hashes: a missing Secret or key is a condition, not a
+//! pod that cannot start.
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
-use operator_host_sdk::{Desired, Error, Kind, Observed, Reconciler, WorkloadView, kind_of};
+use operator_host_sdk::{
+    ChildOptions, Desired, Error, Kind, Observed, Reconciler, Related, WorkloadView, kind_of,
+};
 
 pub mod children;
 pub mod config;
@@ -22,7 +28,7 @@ pub use spec::{
     InnoDBCluster, InnoDBClusterSpec, MAX_INSTANCES, MAX_NAME_LEN, RouterSpec, ServiceSpec,
     ServiceType,
 };
-pub use status::{ClusterStatus, InnoDBClusterStatus, RouterStatus};
+pub use status::{ClusterStatus, GroupJob, InnoDBClusterStatus, RootSecret, RouterStatus};
 
 /// The InnoDBCluster reconciler.
 pub struct MySqlOperator;
@@ -39,7 +45,17 @@ impl Reconciler for MySqlOperator {
             kind_of::<StatefulSet>(),
             kind_of::<Deployment>(),
             kind_of::<PodDisruptionBudget>(),
+            kind_of::<Job>(),
         ]
+    }
+
+    fn related() -> Vec<Related> {
+        // Hashes of the values (the default): enough to tell that each key is there.
+        vec![Related::by_name_at(
+            "root",
+            kind_of::<Secret>(),
+            "spec.secretName",
+        )]
     }
 
     fn reconcile(parent: &InnoDBCluster, observed: &Observed) -> Result<Desired, Error> {
@@ -49,22 +65,67 @@ impl Reconciler for MySqlOperator {
         let data = config::initconf(&namespace, &name, spec.mycnf.as_deref());
         let hash = config::config_hash(&data);
 
+        let root = RootSecret::of(
+            observed.related::<Secret>("root")?.first(),
+            &spec.secret_name,
+        );
+        let stateful_set = observed.view::<StatefulSet, WorkloadView>(&name)?;
+        let create_cluster = observed.get::<Job>(&children::create_cluster_name(&name))?;
+        // A cluster grown past what its create-cluster Job made members needs a Job that adds
+        // the rest (one per size: a later growth runs anew).
+        let grown = create_cluster
+            .as_ref()
+            .and_then(children::group_instances_of)
+            .is_some_and(|created_with| spec.instances > created_with);
+        let group_job = if grown {
+            let job_name = children::add_instances_name(&name, spec.instances);
+            GroupJob::AddInstances(job_name.clone(), observed.get::<Job>(&job_name)?)
+        } else {
+            GroupJob::CreateCluster(create_cluster)
+        };
+
         let mut desired = Desired::new();
         desired.child(&children::service_account(&name))?;
         desired.child(&children::initconf(&name, &data))?;
         desired.child(&children::instances(&name))?;
         desired.child(&children::router_service(&name, spec))?;
-        desired.child(&children::stateful_set(&name, spec, &hash))?;
-        // No Deployment at all for 0 routers: the host prunes the one that exists.
-        if spec.router.instances > 0 {
-            desired.child(&children::router_deployment(&name, spec))?;
+        // A new cluster waits for its Secret: its pods could not start without it.
+        if root.is_usable() || stateful_set.is_some() {
+            desired.child(&children::stateful_set(&name, spec, &hash))?;
+            desired.child(&children::pdb(&name))?;
+            // The group first: the router bootstraps from its metadata, so it is applied only
+            // once the Job is Complete. Create-only: once the group exists, a new version or
+            // size does not run it again.
+            desired.child_with(
+                &children::create_cluster_job(&name, spec),
+                ChildOptions::new()
+                    .create_only()
+                    .ready_when_condition("Complete"),
+            )?;
+            // No Deployment at all for 0 routers: the host prunes the one that exists.
+            if spec.router.instances > 0 {
+                desired.child(&children::router_deployment(&name, spec))?;
+            }
+            // After the barrier (the group exists); create-only too. Once the cluster is
+            // smaller again it is pruned, and a new growth to that size runs it anew.
+            if grown {
+                desired.child_with(
+                    &children::add_instances_job(&name, spec),
+                    ChildOptions::new().create_only(),
+                )?;
+            }
         }
-        desired.child(&children::pdb(&name))?;
 
         // Views, not whole objects: the pod templates' deserializers stay out of the plugin.
-        let stateful_set = observed.view::<StatefulSet, WorkloadView>(&name)?;
         let router = observed.view::<Deployment, WorkloadView>(&children::router_name(&name))?;
-        let status = status::status(parent, stateful_set.as_ref(), router.as_ref(), &desired);
+        let status = status::status(
+            parent,
+            stateful_set.as_ref(),
+            router.as_ref(),
+            &group_job,
+            &root,
+            &desired,
+        );
         desired.status(&status)?;
         Ok(desired)
     }

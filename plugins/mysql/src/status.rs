@@ -5,17 +5,21 @@
 //!
 //! | status | when |
 //! |---|---|
-//! | `ONLINE` | `ready >= instances` and the StatefulSet has rolled out the spec this reconcile desires (see below) |
+//! | `ONLINE` | `ready >= instances`, the StatefulSet has rolled out the spec this reconcile desires (see below), and the group Job is Complete: `<name>-create-cluster` (the group exists), or for a cluster grown after its creation `<name>-add-instances-<instances>` (every instance is a member) |
+//! | `INITIALIZING` | `ready >= instances` and rolled out, but the group is not created yet |
+//! | `ONLINE_PARTIAL` | `ready >= instances` and rolled out, the group exists, but the instances added since are not members yet |
 //! | `ONLINE_PARTIAL` | `ready > 0` otherwise (some instances online, or the StatefulSet is still scaling or rolling out) |
 //! | `OFFLINE` | `ready == 0` and the previous status was `ONLINE`, `ONLINE_PARTIAL` or `OFFLINE` (it had been online) |
 //! | `INITIALIZING` | `ready == 0`, the StatefulSet is observed and has created pods (`status.replicas > 0`) |
-//! | `PENDING` | otherwise: the StatefulSet is not observed yet, or has no pods yet |
+//! | `PENDING` | otherwise: the StatefulSet is not observed yet (a new cluster waits for its root Secret), or has no pods yet |
 //!
 //! "Rolled out" is the SDK's [`WorkloadView::rollout_of`]: the observed StatefulSet carries the
 //! spec in this reconcile's answer (a new version or `mycnf` changes it, and the StatefulSet
 //! observed is the one before the host applies the answer) and `kubectl rollout status`
 //! would call its rollout complete. The router's `RouterReady` follows the same rule.
 
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Secret;
 use operator_host_sdk::{Condition, Desired, Rollout, WorkloadView};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -32,7 +36,8 @@ pub struct InnoDBClusterStatus {
     /// MySQL Router.
     #[serde(default)]
     pub router: RouterStatus,
-    /// `Ready` (every instance online) and `RouterReady` (every router ready).
+    /// `Ready` (every instance online in a created group), `RouterReady` (every router
+    /// ready) and `SecretReady` (the root Secret has its keys).
     #[serde(default)]
     #[schemars(schema_with = "operator_host_sdk::conditions_schema")]
     pub conditions: Vec<Condition>,
@@ -70,6 +75,106 @@ pub const ONLINE: &str = "ONLINE";
 /// No instance ready after having been online.
 pub const OFFLINE: &str = "OFFLINE";
 
+/// The keys the root Secret must hold.
+pub const ROOT_KEYS: [&str; 3] = ["rootUser", "rootHost", "rootPassword"];
+
+/// What the plugin saw of the root Secret (a related resource, as hashes of its values).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootSecret {
+    /// It has every key.
+    Usable,
+    /// It does not exist (its name).
+    Missing(String),
+    /// It lacks these keys (its name, the keys).
+    KeysMissing(String, Vec<&'static str>),
+}
+
+impl RootSecret {
+    /// The state of `secret`, the Secret `spec.secretName` names, if it exists.
+    pub fn of(secret: Option<&Secret>, name: &str) -> Self {
+        let Some(secret) = secret else {
+            return RootSecret::Missing(name.to_string());
+        };
+        let missing: Vec<&'static str> = ROOT_KEYS
+            .into_iter()
+            .filter(|key| !secret.data.as_ref().is_some_and(|d| d.contains_key(*key)))
+            .collect();
+        if missing.is_empty() {
+            RootSecret::Usable
+        } else {
+            RootSecret::KeysMissing(name.to_string(), missing)
+        }
+    }
+
+    /// Whether pods that read it can start.
+    pub fn is_usable(&self) -> bool {
+        *self == RootSecret::Usable
+    }
+
+    /// CamelCase, for a condition.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RootSecret::Usable => "SecretFound",
+            RootSecret::Missing(_) => "SecretNotFound",
+            RootSecret::KeysMissing(..) => "KeysMissing",
+        }
+    }
+
+    /// What is wrong with it, or that nothing is.
+    pub fn message(&self) -> String {
+        match self {
+            RootSecret::Usable => format!("the root Secret has {}", ROOT_KEYS.join(", ")),
+            RootSecret::Missing(name) => {
+                format!("the Secret {name:?} (spec.secretName) does not exist")
+            }
+            RootSecret::KeysMissing(name, keys) => format!(
+                "the Secret {name:?} lacks {} (it needs {})",
+                keys.join(", "),
+                ROOT_KEYS.join(", ")
+            ),
+        }
+    }
+
+    fn condition(&self, generation: Option<i64>) -> Condition {
+        Condition::new(
+            "SecretReady",
+            self.is_usable(),
+            self.reason(),
+            self.message(),
+            generation,
+        )
+    }
+}
+
+/// The Job whose completion makes the group what the spec asks, as observed (if it was).
+#[derive(Clone, Debug)]
+pub enum GroupJob {
+    /// `<name>-create-cluster`: `dba.createCluster()` and the first instances.
+    CreateCluster(Option<Job>),
+    /// `<name>-add-instances-<n>` (its name) for a cluster grown after its creation.
+    AddInstances(String, Option<Job>),
+}
+
+impl GroupJob {
+    fn observed(&self) -> Option<&Job> {
+        match self {
+            GroupJob::CreateCluster(job) | GroupJob::AddInstances(_, job) => job.as_ref(),
+        }
+    }
+
+    fn holds(&self, type_: &str) -> bool {
+        self.observed().is_some_and(|job| job_holds(job, type_))
+    }
+}
+
+/// Whether a Job's condition of `type_` is `True`.
+fn job_holds(job: &Job, type_: &str) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
+
 /// The status from what was observed; `cluster.status` of the parent's current status is the
 /// only memory (to tell OFFLINE from PENDING). `desired` is this reconcile's answer: the
 /// observed children are current only if they carry its specs.
@@ -77,6 +182,8 @@ pub fn status(
     parent: &InnoDBCluster,
     stateful_set: Option<&WorkloadView>,
     router: Option<&WorkloadView>,
+    group_job: &GroupJob,
+    root: &RootSecret,
     desired: &Desired,
 ) -> InnoDBClusterStatus {
     let generation = parent.metadata.generation;
@@ -93,8 +200,12 @@ pub fn status(
     let scaled = stateful_set.is_some_and(|s| s.spec.replicas == Some(instances));
     let rollout = stateful_set.map(|s| s.rollout_of(desired));
     let caught_up = scaled && rollout.as_ref().is_some_and(Rollout::is_complete);
-    let state = if ready >= instances && caught_up {
+    let group_complete = group_job.holds("Complete");
+    let growing = matches!(group_job, GroupJob::AddInstances(..));
+    let state = if ready >= instances && caught_up && group_complete {
         ONLINE
+    } else if ready >= instances && caught_up && !growing {
+        INITIALIZING
     } else if ready > 0 {
         ONLINE_PARTIAL
     } else if matches!(previous, ONLINE | ONLINE_PARTIAL | OFFLINE) {
@@ -113,6 +224,22 @@ pub fn status(
             "Scaling",
             format!("the StatefulSet is being scaled to {instances} instances ({ready} online)"),
         ),
+        ONLINE_PARTIAL if ready >= instances && caught_up => match group_job {
+            GroupJob::AddInstances(job, _) if group_job.holds("Failed") => (
+                "AddInstancesFailed",
+                format!(
+                    "every instance is online, but the Job {job} that adds them to the group \
+                     failed; read its logs, then delete it to try again"
+                ),
+            ),
+            _ => (
+                "AddingInstances",
+                format!(
+                    "{ready} of {instances} instances are online; waiting for the Job that \
+                     adds the new ones to the group (addInstance)"
+                ),
+            ),
+        },
         ONLINE_PARTIAL if ready >= instances => (
             "RollingOut",
             format!(
@@ -128,10 +255,28 @@ pub fn status(
             "Offline",
             format!("no instance is online (0 of {instances})"),
         ),
+        INITIALIZING if ready > 0 => match group_job.observed() {
+            Some(job) if job_holds(job, "Failed") => (
+                "CreateClusterFailed",
+                format!(
+                    "every instance is online, but the Job {} failed; read its logs, then \
+                     delete it to try again",
+                    job.metadata.name.as_deref().unwrap_or_default()
+                ),
+            ),
+            _ => (
+                "CreatingCluster",
+                format!(
+                    "{ready} of {instances} instances are online; waiting for the Job that \
+                     creates the group (dba.createCluster())"
+                ),
+            ),
+        },
         INITIALIZING => (
             "Initializing",
             format!("{pods} pods created, none ready yet (0 of {instances} online)"),
         ),
+        _ if stateful_set.is_none() && !root.is_usable() => (root.reason(), root.message()),
         _ if stateful_set.is_none() => (
             "Pending",
             "the StatefulSet has not been observed yet".to_string(),
@@ -198,6 +343,10 @@ pub fn status(
         router: RouterStatus {
             ready_instances: routers_ready,
         },
-        conditions: vec![ready_condition, router_condition],
+        conditions: vec![
+            ready_condition,
+            router_condition,
+            root.condition(generation),
+        ],
     }
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentStatus, StatefulSet, StatefulSetSpec, StatefulSetStatus,
 };
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Container, PersistentVolumeClaimSpec, PodTemplateSpec, Service, ServiceAccount,
     ServiceSpec as CoreServiceSpec,
@@ -12,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResourceExt;
-use operator_host_sdk::{Desired, Error, Observed, Reconciler};
+use operator_host_sdk::{Desired, Error, Observed, Readiness, Reconciler, UpdateStrategy};
 use serde_json::{Value, json};
 
 use super::*;
@@ -46,12 +47,24 @@ fn with(spec: Value) -> InnoDBCluster {
     cluster("ic", full)
 }
 
+/// The root Secret as the host passes it (each value a hash), with every key.
+fn root_secret() -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "mysql-root", "namespace": "db"},
+        "data": {"rootUser": "aGFzaA==", "rootHost": "aGFzaA==", "rootPassword": "aGFzaA=="}})
+}
+
+/// `objects` observed, beside the root Secret.
+fn observed_with(objects: Vec<Value>) -> Observed {
+    Observed::new(objects).with_related("root", vec![root_secret()])
+}
+
 fn reconcile(cr: &InnoDBCluster) -> Desired {
-    MySqlOperator::reconcile(cr, &Observed::default()).unwrap()
+    MySqlOperator::reconcile(cr, &observed_with(vec![])).unwrap()
 }
 
 fn rejected(cr: &InnoDBCluster) -> String {
-    match MySqlOperator::reconcile(cr, &Observed::default()) {
+    match MySqlOperator::reconcile(cr, &observed_with(vec![])) {
         Err(Error::InvalidSpec(message)) => message,
         other => panic!("expected an invalid spec, got {other:?}"),
     }
@@ -122,7 +135,7 @@ fn initconf_data(desired: &Desired, name: &str) -> BTreeMap<String, String> {
 // --- children and their names ---------------------------------------------------------
 
 #[test]
-fn a_cluster_has_the_seven_children_of_the_upstream_operator() {
+fn a_cluster_has_the_children_of_the_upstream_operator_and_the_job_that_creates_the_group() {
     let desired = reconcile(&minimal("ic"));
     let mut names: Vec<(String, String)> = desired
         .children
@@ -138,6 +151,7 @@ fn a_cluster_has_the_seven_children_of_the_upstream_operator() {
     let expected = [
         ("ConfigMap", "ic-initconf"),
         ("Deployment", "ic-router"),
+        ("Job", "ic-create-cluster"),
         ("PodDisruptionBudget", "ic-pdb"),
         ("Service", "ic"),
         ("Service", "ic-instances"),
@@ -356,7 +370,7 @@ fn router_instances_set_the_deployment_replicas_and_zero_removes_it_but_keeps_th
             .expect("the child decodes")
             .is_some()
     );
-    assert_eq!(none.children.len(), 6);
+    assert_eq!(none.children.len(), 7, "the Job stays");
 }
 
 #[test]
@@ -939,8 +953,23 @@ fn observed_router(replicas: i32, ready: i32) -> Value {
     )
 }
 
-fn status_of(cr: &InnoDBCluster, observed: Vec<Value>) -> Value {
-    MySqlOperator::reconcile(cr, &Observed::new(observed))
+/// The create-cluster Job made for `cr` as observed, with its `condition` (`Complete`,
+/// `Failed`) if any.
+fn create_cluster_job(cr: &InnoDBCluster, condition: Option<&str>) -> Value {
+    let mut job = applied(cr, "Job", Value::Null);
+    if let Some(type_) = condition {
+        job["status"] = json!({"conditions": [{"type": type_, "status": "True"}]});
+    }
+    job
+}
+
+/// The status from `observed`, the group created (its Job Complete) unless `observed` has
+/// the Job itself.
+fn status_of(cr: &InnoDBCluster, mut observed: Vec<Value>) -> Value {
+    if !observed.iter().any(|o| o["kind"] == "Job") {
+        observed.push(create_cluster_job(cr, Some("Complete")));
+    }
+    MySqlOperator::reconcile(cr, &observed_with(observed))
         .unwrap()
         .status
 }
@@ -1220,4 +1249,227 @@ fn the_mysql_container_gets_resources_as_the_api_server_stores_them() {
     let empty = reconcile(&with(json!({"resources": {"requests": {}, "limits": {}}})));
     let resources = mysql_container(&empty, "ic").resources.unwrap();
     assert_eq!((resources.requests, resources.limits), (None, None));
+}
+
+// --- contract 0.2.0: the root Secret (related) and the create-cluster Job (barrier) ------
+
+#[test]
+fn the_router_waits_behind_the_job_that_creates_the_group() {
+    let desired = reconcile(&minimal("ic"));
+    let options = desired.options_of::<Job>("ic-create-cluster").unwrap();
+    assert_eq!(options.update, UpdateStrategy::CreateOnly, "run once");
+    assert_eq!(
+        options.ready_when,
+        Some(Readiness::Condition("Complete".into()))
+    );
+    let position = |kind: &str| {
+        desired
+            .children
+            .iter()
+            .position(|c| c["kind"] == kind)
+            .unwrap()
+    };
+    assert!(position("StatefulSet") < position("Job"));
+    assert!(position("Job") < position("Deployment"));
+    let job = desired.get::<Job>("ic-create-cluster").unwrap().unwrap();
+    let pod = job.spec.unwrap().template.spec.unwrap();
+    let container = &pod.containers[0];
+    assert!(container.command.as_ref().unwrap()[2].contains("dba.createCluster"));
+    let env: BTreeMap<String, _> = container
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name.clone(), e))
+        .collect();
+    assert_eq!(env["FIRST"].value.as_deref(), Some("ic-0.ic-instances"));
+    let password = env["MYSQL_PASSWORD"].value_from.as_ref().unwrap();
+    assert_eq!(password.secret_key_ref.as_ref().unwrap().name, "mysql-root");
+}
+
+#[test]
+fn every_instance_ready_is_not_online_until_the_group_is_created() {
+    let cr = with(json!({"instances": 3}));
+    let status = status_of(
+        &cr,
+        vec![observed_sts(3, 3, 3, true), create_cluster_job(&cr, None)],
+    );
+    assert_eq!(status["cluster"]["status"], INITIALIZING);
+    assert_eq!(condition(&status, "Ready")["reason"], "CreatingCluster");
+    let status = status_of(
+        &cr,
+        vec![
+            observed_sts(3, 3, 3, true),
+            create_cluster_job(&cr, Some("Failed")),
+        ],
+    );
+    let ready = condition(&status, "Ready");
+    assert_eq!(ready["reason"], "CreateClusterFailed");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap()
+            .contains("ic-create-cluster")
+    );
+    let status = status_of(
+        &cr,
+        vec![
+            observed_sts(3, 3, 3, true),
+            create_cluster_job(&cr, Some("Complete")),
+        ],
+    );
+    assert_eq!(status["cluster"]["status"], ONLINE);
+}
+
+/// A cluster created with `created_with` instances, now of `cr`'s size, as observed with its
+/// StatefulSet rolled out and every instance ready.
+fn grown_observed(cr: &InnoDBCluster, created_with: i32) -> Vec<Value> {
+    let instances = cr.spec.instances;
+    vec![
+        observed_sts(instances, instances, instances, true),
+        create_cluster_job(&with(json!({"instances": created_with})), Some("Complete")),
+    ]
+}
+
+#[test]
+fn a_cluster_grown_after_its_creation_adds_the_new_instances_with_a_job_of_its_size() {
+    let cr = with(json!({"instances": 3}));
+    let desired = MySqlOperator::reconcile(&cr, &observed_with(grown_observed(&cr, 1))).unwrap();
+    let job = desired.get::<Job>("ic-add-instances-3").unwrap().unwrap();
+    let options = desired.options_of::<Job>("ic-add-instances-3").unwrap();
+    assert_eq!(options.update, UpdateStrategy::CreateOnly, "run once");
+    let pod = job.spec.unwrap().template.spec.unwrap();
+    let env: BTreeMap<String, _> = pod.containers[0]
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name.clone(), e.value))
+        .collect();
+    assert_eq!(
+        env["MEMBERS"].as_deref(),
+        Some("ic-1.ic-instances,ic-2.ic-instances")
+    );
+    let annotations = job.metadata.annotations.unwrap();
+    assert_eq!(annotations[children::GROUP_INSTANCES_ANNOTATION], "3");
+    // After the create-cluster barrier: it never runs before the group exists.
+    let position = |name: &str| {
+        desired
+            .children
+            .iter()
+            .position(|c| c["metadata"]["name"] == name)
+            .unwrap()
+    };
+    assert!(position("ic-create-cluster") < position("ic-add-instances-3"));
+
+    // Every instance ready is not ONLINE until the new ones are members.
+    let status = &desired.status;
+    assert_eq!(status["cluster"]["status"], ONLINE_PARTIAL);
+    assert_eq!(condition(status, "Ready")["reason"], "AddingInstances");
+    let mut observed = grown_observed(&cr, 1);
+    let mut failed = applied(
+        &cr,
+        "Job",
+        json!({"conditions": [{"type": "Failed", "status": "True"}]}),
+    );
+    failed["metadata"]["name"] = "ic-add-instances-3".into();
+    observed.push(failed.clone());
+    let status = status_of(&cr, observed);
+    let ready = condition(&status, "Ready");
+    assert_eq!(ready["reason"], "AddInstancesFailed");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap()
+            .contains("ic-add-instances-3")
+    );
+    let mut observed = grown_observed(&cr, 1);
+    failed["status"] = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+    observed.push(failed);
+    assert_eq!(status_of(&cr, observed)["cluster"]["status"], ONLINE);
+}
+
+#[test]
+fn a_cluster_at_or_below_its_created_size_needs_no_add_job() {
+    for (instances, created_with) in [(3, 3), (1, 3), (3, 5)] {
+        let cr = with(json!({"instances": instances}));
+        let desired =
+            MySqlOperator::reconcile(&cr, &observed_with(grown_observed(&cr, created_with)))
+                .unwrap();
+        assert!(
+            !desired.children.iter().any(|c| c["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .contains("add-instances")),
+            "{instances} instances, created with {created_with}"
+        );
+        assert_eq!(desired.status["cluster"]["status"], ONLINE);
+    }
+}
+
+#[test]
+fn a_missing_root_secret_creates_no_server_and_says_so() {
+    let desired = MySqlOperator::reconcile(&minimal("ic"), &Observed::default()).unwrap();
+    for kind in ["StatefulSet", "Job", "Deployment"] {
+        assert!(
+            !desired.children.iter().any(|c| c["kind"] == kind),
+            "no {kind} without the Secret"
+        );
+    }
+    assert_eq!(desired.status["cluster"]["status"], PENDING);
+    let ready = condition(&desired.status, "Ready");
+    assert_eq!(ready["reason"], "SecretNotFound");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"mysql-root\"")
+    );
+    assert_eq!(condition(&desired.status, "SecretReady")["status"], "False");
+}
+
+#[test]
+fn a_root_secret_without_a_key_names_the_key() {
+    let mut secret = root_secret();
+    secret["data"]
+        .as_object_mut()
+        .unwrap()
+        .remove("rootPassword");
+    let observed = Observed::default().with_related("root", vec![secret]);
+    let desired = MySqlOperator::reconcile(&minimal("ic"), &observed).unwrap();
+    assert!(!desired.children.iter().any(|c| c["kind"] == "StatefulSet"));
+    let ready = condition(&desired.status, "SecretReady");
+    assert_eq!(ready["reason"], "KeysMissing");
+    assert!(ready["message"].as_str().unwrap().contains("rootPassword"));
+}
+
+#[test]
+fn a_running_cluster_keeps_its_children_when_the_secret_goes() {
+    let cr = with(json!({"instances": 3}));
+    let observed = Observed::new(vec![observed_sts(3, 3, 3, true)]);
+    let desired = MySqlOperator::reconcile(&cr, &observed).unwrap();
+    for kind in ["StatefulSet", "Job", "Deployment"] {
+        assert!(
+            desired.children.iter().any(|c| c["kind"] == kind),
+            "the {kind} stays"
+        );
+    }
+    assert_eq!(
+        condition(&desired.status, "SecretReady")["reason"],
+        "SecretNotFound"
+    );
+}
+
+#[test]
+fn the_root_secret_is_read_as_hashes_by_name_from_the_spec() {
+    let related = MySqlOperator::related();
+    assert_eq!(related.len(), 1);
+    assert_eq!(
+        related[0].selector,
+        operator_host_sdk::RelatedSelector::NameFromPath("spec.secretName".into())
+    );
+    assert_eq!(
+        related[0].secret_view,
+        operator_host_sdk::SecretView::DataHash
+    );
 }
