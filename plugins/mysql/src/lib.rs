@@ -71,10 +71,11 @@ impl Reconciler for MySqlOperator {
         );
         let stateful_set = observed.view::<StatefulSet, WorkloadView>(&name)?;
         let create_cluster = observed.get::<Job>(&children::create_cluster_name(&name))?;
-        // A cluster grown past what its create-cluster Job made members needs a Job that adds
-        // the rest (one per size: a later growth runs anew).
+        // A cluster grown past what its completed create-cluster Job made members needs a Job
+        // that adds the rest (one per size: a later growth runs anew).
         let grown = create_cluster
             .as_ref()
+            .filter(|job| status::job_holds(job, "Complete"))
             .and_then(children::group_instances_of)
             .is_some_and(|created_with| spec.instances > created_with);
         let group_job = if grown {

@@ -168,7 +168,7 @@ impl GroupJob {
 }
 
 /// Whether a Job's condition of `type_` is `True`.
-fn job_holds(job: &Job, type_: &str) -> bool {
+pub(crate) fn job_holds(job: &Job, type_: &str) -> bool {
     job.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())

@@ -1390,6 +1390,22 @@ fn a_cluster_grown_after_its_creation_adds_the_new_instances_with_a_job_of_its_s
 }
 
 #[test]
+fn a_cluster_grown_while_its_group_is_being_created_waits_for_that_job_first() {
+    let cr = with(json!({"instances": 3}));
+    let observed = vec![
+        observed_sts(3, 3, 3, true),
+        create_cluster_job(&with(json!({"instances": 1})), None),
+    ];
+    let desired = MySqlOperator::reconcile(&cr, &observed_with(observed)).unwrap();
+    assert!(desired.get::<Job>("ic-add-instances-3").unwrap().is_none());
+    assert_eq!(desired.status["cluster"]["status"], INITIALIZING);
+    assert_eq!(
+        condition(&desired.status, "Ready")["reason"],
+        "CreatingCluster"
+    );
+}
+
+#[test]
 fn a_cluster_at_or_below_its_created_size_needs_no_add_job() {
     for (instances, created_with) in [(3, 3), (1, 3), (3, 5)] {
         let cr = with(json!({"instances": instances}));
