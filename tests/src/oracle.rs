@@ -4,9 +4,10 @@
 //! [`check`] reads the parent and its children from the API server and runs the plugin on
 //! exactly that (the same pure `plan` function `render` and the host use). The state is
 //! converged when the plan has nothing left to do: every desired child exists and carries every
-//! field the plugin sets with the value it sets (a create-only child only exists), no owned child is left to prune, and the live
-//! status is the status the plan would write. [`Snapshot`] adds what the plan cannot see: which
-//! children survived (same UIDs) and that objects the host does not own were not touched.
+//! field the plugin sets with the value it sets (a create-only child need only exist), no owned
+//! child is left to prune, and the live status is the status the plan would write.
+//! [`Snapshot`] adds what the plan cannot see: which children survived (same UIDs) and that
+//! objects the host does not own were not touched.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
