@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Namespace, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -498,6 +497,18 @@ impl TestNamespace {
         Api::namespaced(self.client.clone(), &self.name)
     }
 
+    /// Whether this namespace has no `K` named `name` (for waits on garbage collection).
+    pub async fn absent<K>(&self, name: &str) -> Result<bool, kube::Error>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Ok(self.api::<K>().get_opt(name).await?.is_none())
+    }
+
     /// Waits (up to a minute) for an Event in this namespace that `matches`; panics naming
     /// `what` if none comes.
     pub async fn wait_for_event(&self, what: &str, matches: impl Fn(&Event) -> bool) {
@@ -744,16 +755,4 @@ fn run_node_script<S: AsRef<std::ffi::OsStr>>(dir: &Path, args: &[S]) -> Result<
             output.status
         ))
     }
-}
-
-/// Whether the Job has finished successfully (its `Complete` condition is true; kwok's fake
-/// nodes complete Jobs).
-pub fn job_is_complete(job: &Job) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Complete" && c.status == "True")
-        })
 }

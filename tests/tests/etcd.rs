@@ -17,7 +17,8 @@ use kube::api::{
     ApiResource, DeleteParams, DynamicObject, ListParams, ObjectMeta, PostParams, WatchParams,
 };
 use kube::{Api, ResourceExt};
-use operator_host_tests::devcluster::{TestNamespace, job_is_complete, wait_for};
+use operator_host_sdk::job_condition_holds;
+use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::memcached::{condition, patch_spec};
 use operator_host_tests::recorder::{Recorder, Seen};
@@ -78,6 +79,22 @@ async fn wait_phase(api: &Api<DynamicObject>, phase: &str, members: i64) -> Dyna
     .unwrap()
 }
 
+/// The members' objects of kind `K` (pods, claims): those with the members' labels.
+async fn of_members<K>(ns: &TestNamespace) -> Result<Vec<K>, kube::Error>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    let listed = ns
+        .api::<K>()
+        .list(&ListParams::default().labels(MEMBERS))
+        .await?;
+    Ok(listed.items)
+}
+
 fn is_ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()
@@ -115,7 +132,7 @@ fn jobs(seen: &[Seen<Job>]) -> Vec<(String, Option<u64>)> {
                 jobs.len() - 1
             }
         };
-        if jobs[index].1.is_none() && job_is_complete(&s.object) {
+        if jobs[index].1.is_none() && job_condition_holds(&s.object, "Complete") {
             jobs[index].1 = Some(s.revision);
         }
     }
@@ -177,11 +194,8 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
         "the removed members' claims to be deleted",
         TIMEOUT,
         || async {
-            let claims = ns
-                .api::<PersistentVolumeClaim>()
-                .list(&ListParams::default().labels(MEMBERS))
-                .await?;
-            let names: BTreeSet<String> = claims.items.iter().map(ResourceExt::name_any).collect();
+            let claims = of_members::<PersistentVolumeClaim>(&ns).await?;
+            let names: BTreeSet<String> = claims.iter().map(ResourceExt::name_any).collect();
             Ok((names
                 == BTreeSet::from(["data-ec-0".into(), "data-ec-1".into(), "data-ec-2".into()]))
             .then_some(()))
@@ -193,28 +207,18 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
     // A version change: the StatefulSet replaces one member at a time, each after the
     // previous one is ready again, so a quorum (2 of 3) is ready throughout.
     let pod_log = Recorder::start(&ns.api::<Pod>(), WatchParams::default()).await;
-    let before = ns
-        .api::<Pod>()
-        .list(&ListParams::default().labels(MEMBERS))
-        .await
-        .unwrap();
-    let mut ready: BTreeMap<String, bool> = before
-        .items
-        .iter()
-        .map(|p| (p.name_any(), is_ready(p)))
-        .collect();
+    let before = of_members::<Pod>(&ns).await.unwrap();
+    let mut ready: BTreeMap<String, bool> =
+        before.iter().map(|p| (p.name_any(), is_ready(p))).collect();
     assert_eq!(ready.values().filter(|r| **r).count(), 3);
     patch_spec(&api, NAME, json!({"version": "3.5.18"})).await;
     wait_for(
         "every member to run 3.5.18 and be ready",
         TIMEOUT,
         || async {
-            let pods = ns
-                .api::<Pod>()
-                .list(&ListParams::default().labels(MEMBERS))
-                .await?;
-            let done = pods.items.len() == 3
-                && pods.items.iter().all(|p| {
+            let pods = of_members::<Pod>(&ns).await?;
+            let done = pods.len() == 3
+                && pods.iter().all(|p| {
                     is_ready(p)
                         && p.spec.as_ref().is_some_and(|s| {
                             s.containers[0].image.as_deref()
@@ -260,25 +264,12 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
     // Deleting the cluster collects its children and its volumes.
     api.delete(NAME, &DeleteParams::background()).await.unwrap();
     wait_for("every child and claim to be collected", TIMEOUT, || async {
-        let gone = ns.api::<StatefulSet>().get_opt(NAME).await?.is_none()
-            && ns.api::<Service>().get_opt("ec-peer").await?.is_none()
-            && ns.api::<Service>().get_opt("ec-client").await?.is_none()
-            && ns
-                .api::<ConfigMap>()
-                .get_opt("ec-membership")
-                .await?
-                .is_none()
-            && ns
-                .api::<PodDisruptionBudget>()
-                .get_opt(NAME)
-                .await?
-                .is_none()
-            && ns
-                .api::<PersistentVolumeClaim>()
-                .list(&ListParams::default().labels(MEMBERS))
-                .await?
-                .items
-                .is_empty();
+        let gone = ns.absent::<StatefulSet>(NAME).await?
+            && ns.absent::<Service>("ec-peer").await?
+            && ns.absent::<Service>("ec-client").await?
+            && ns.absent::<ConfigMap>("ec-membership").await?
+            && ns.absent::<PodDisruptionBudget>(NAME).await?
+            && of_members::<PersistentVolumeClaim>(&ns).await?.is_empty();
         Ok(gone.then_some(()))
     })
     .await

@@ -17,7 +17,8 @@ use kube::api::{
     WatchParams,
 };
 use kube::{Api, ResourceExt};
-use operator_host_tests::devcluster::{TestNamespace, job_is_complete, kubectl, wait_for};
+use operator_host_sdk::job_condition_holds;
+use operator_host_tests::devcluster::{TestNamespace, kubectl, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::memcached::{condition, patch_spec};
 use operator_host_tests::recorder::Recorder;
@@ -224,19 +225,24 @@ async fn scaling_1_to_3_to_1_is_followed_by_the_statefulset_and_the_status() {
     );
     // ONLINE again only once the Job that adds the new instances to the group completed
     // (kwok completes Jobs): the create-cluster Job made a group of one.
-    let jobs = ns.api::<Job>();
-    let add = jobs.get("mycluster-add-instances-3").await.unwrap();
-    assert!(job_is_complete(&add), "ONLINE before the add Job completed");
+    let add = ns
+        .api::<Job>()
+        .get("mycluster-add-instances-3")
+        .await
+        .unwrap();
+    assert!(
+        job_condition_holds(&add, "Complete"),
+        "ONLINE before the add Job completed"
+    );
 
     patch_spec(&api, NAME, json!({"instances": 1})).await;
     wait_state(&api, "ONLINE", 1).await;
     assert_eq!(stateful_set(&ns).await.spec.unwrap().replicas, Some(1));
     // Pruned at the smaller size: a later growth runs it anew.
     wait_for("the add Job to be pruned", TIMEOUT, || async {
-        Ok(jobs
-            .get_opt("mycluster-add-instances-3")
+        Ok(ns
+            .absent::<Job>("mycluster-add-instances-3")
             .await?
-            .is_none()
             .then_some(()))
     })
     .await
@@ -258,7 +264,6 @@ async fn scaling_1_to_3_to_1_is_followed_by_the_statefulset_and_the_status() {
 #[tokio::test]
 async fn zero_routers_prune_the_router_deployment_and_keep_the_service() {
     let (ns, host, api) = mysql_host("mysql-router").await;
-    let deployments: Api<Deployment> = ns.api();
     create(
         &api,
         json!({"secretName": "mysql-root", "router": {"instances": 2}}),
@@ -274,10 +279,9 @@ async fn zero_routers_prune_the_router_deployment_and_keep_the_service() {
 
     patch_spec(&api, NAME, json!({"router": {"instances": 0}})).await;
     wait_for("the router Deployment to be pruned", TIMEOUT, || async {
-        Ok(deployments
-            .get_opt("mycluster-router")
+        Ok(ns
+            .absent::<Deployment>("mycluster-router")
             .await?
-            .is_none()
             .then_some(()))
     })
     .await
@@ -420,33 +424,13 @@ async fn deleting_the_cluster_garbage_collects_its_children() {
     .unwrap();
     api.delete(NAME, &DeleteParams::background()).await.unwrap();
     wait_for("every child to be collected", TIMEOUT, || async {
-        let gone = ns.api::<StatefulSet>().get_opt(NAME).await?.is_none()
-            && ns
-                .api::<Deployment>()
-                .get_opt("mycluster-router")
-                .await?
-                .is_none()
-            && ns.api::<Service>().get_opt(NAME).await?.is_none()
-            && ns
-                .api::<Service>()
-                .get_opt("mycluster-instances")
-                .await?
-                .is_none()
-            && ns
-                .api::<ConfigMap>()
-                .get_opt("mycluster-initconf")
-                .await?
-                .is_none()
-            && ns
-                .api::<ServiceAccount>()
-                .get_opt("mycluster-sa")
-                .await?
-                .is_none()
-            && ns
-                .api::<PodDisruptionBudget>()
-                .get_opt("mycluster-pdb")
-                .await?
-                .is_none();
+        let gone = ns.absent::<StatefulSet>(NAME).await?
+            && ns.absent::<Deployment>("mycluster-router").await?
+            && ns.absent::<Service>(NAME).await?
+            && ns.absent::<Service>("mycluster-instances").await?
+            && ns.absent::<ConfigMap>("mycluster-initconf").await?
+            && ns.absent::<ServiceAccount>("mycluster-sa").await?
+            && ns.absent::<PodDisruptionBudget>("mycluster-pdb").await?;
         Ok(gone.then_some(()))
     })
     .await

@@ -15,7 +15,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use operator_host_sdk::{
     ChildOptions, Condition, Desired, Error, Kind, Observed, Reconciler, Related, WorkloadView,
-    content_hash, kind_of,
+    content_hash, job_condition_holds, kind_of,
 };
 use serde::Deserialize;
 
@@ -252,15 +252,9 @@ fn membership_jobs(name: &str, observed: &Observed) -> Result<Vec<(Change, JobSt
 }
 
 fn job_state(job: &Job) -> JobState {
-    let holds = |type_: &str| {
-        job.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
-    };
-    if holds("Complete") {
+    if job_condition_holds(job, "Complete") {
         JobState::Complete
-    } else if holds("Failed") {
+    } else if job_condition_holds(job, "Failed") {
         JobState::Failed
     } else {
         JobState::Running

@@ -307,13 +307,33 @@ fn status(desired: &Desired) -> Value {
     desired.status.clone()
 }
 
-fn ready_condition(desired: &Desired) -> Value {
+fn condition(desired: &Desired, type_: &str) -> Value {
     status(desired)["conditions"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["type"] == "Ready")
+        .find(|c| c["type"] == type_)
         .unwrap()
+        .clone()
+}
+
+fn ready_condition(desired: &Desired) -> Value {
+    condition(desired, "Ready")
+}
+
+/// The TLS data hash on the desired StatefulSet's pod template.
+fn tls_hash(desired: &Desired) -> String {
+    desired
+        .get::<StatefulSet>("ec")
+        .unwrap()
+        .unwrap()
+        .spec
+        .unwrap()
+        .template
+        .metadata
+        .unwrap()
+        .annotations
+        .unwrap()[TLS_HASH_ANNOTATION]
         .clone()
 }
 
@@ -701,17 +721,9 @@ fn with_tls(observed: Vec<Value>, secret: Option<Value>) -> Observed {
 fn tls_mounts_the_secret_and_switches_every_url_and_flag_to_https() {
     let cr = etcd(json!({"tls": {"secretName": "ec-tls"}}));
     let desired = reconcile(&cr, &with_tls(vec![], Some(tls_secret(&TLS_KEYS))));
+    assert!(!tls_hash(&desired).is_empty());
     let sts = desired.get::<StatefulSet>("ec").unwrap().unwrap();
-    let template = sts.spec.unwrap().template;
-    assert!(
-        template
-            .metadata
-            .unwrap()
-            .annotations
-            .unwrap()
-            .contains_key(TLS_HASH_ANNOTATION)
-    );
-    let pod = template.spec.unwrap();
+    let pod = sts.spec.unwrap().template.spec.unwrap();
     assert_eq!(
         pod.volumes.unwrap()[0]
             .secret
@@ -731,34 +743,13 @@ fn tls_mounts_the_secret_and_switches_every_url_and_flag_to_https() {
     }
     assert!(args.contains(&"--listen-client-urls=https://0.0.0.0:2379".to_string()));
     assert!(membership_data(&desired).0.starts_with("ec-0=https://"));
-    let tls = status(&desired)["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "TLSSecretReady")
-        .unwrap()
-        .clone();
-    assert_eq!(tls["status"], "True");
+    assert_eq!(condition(&desired, "TLSSecretReady")["status"], "True");
 }
 
 #[test]
 fn a_changed_certificate_changes_the_template_hash_so_members_roll() {
     let cr = etcd(json!({"tls": {"secretName": "ec-tls"}}));
-    let hash = |secret: Value| {
-        let desired = reconcile(&cr, &with_tls(vec![], Some(secret)));
-        desired
-            .get::<StatefulSet>("ec")
-            .unwrap()
-            .unwrap()
-            .spec
-            .unwrap()
-            .template
-            .metadata
-            .unwrap()
-            .annotations
-            .unwrap()[TLS_HASH_ANNOTATION]
-            .clone()
-    };
+    let hash = |secret: Value| tls_hash(&reconcile(&cr, &with_tls(vec![], Some(secret))));
     let before = hash(tls_secret(&TLS_KEYS));
     let rotated = secret_with(TLS_KEYS.iter().map(|k| {
         let digest = if *k == "tls.crt" {
@@ -790,18 +781,7 @@ fn a_missing_tls_secret_creates_no_member_and_says_so() {
 fn a_tls_secret_without_a_key_freezes_a_running_cluster_and_names_the_key() {
     let cr = etcd(json!({"tls": {"secretName": "ec-tls"}}));
     let first = reconcile(&cr, &with_tls(vec![], Some(tls_secret(&TLS_KEYS))));
-    let hash_before = first
-        .get::<StatefulSet>("ec")
-        .unwrap()
-        .unwrap()
-        .spec
-        .unwrap()
-        .template
-        .metadata
-        .unwrap()
-        .annotations
-        .unwrap()[TLS_HASH_ANNOTATION]
-        .clone();
+    let hash_before = tls_hash(&first);
     let scaled = etcd(json!({"tls": {"secretName": "ec-tls"}, "replicas": 5}));
     let desired = reconcile(
         &scaled,
@@ -812,17 +792,7 @@ fn a_tls_secret_without_a_key_freezes_a_running_cluster_and_names_the_key() {
         "no member is added"
     );
     assert_eq!(replicas(&desired), 3);
-    let sts = desired.get::<StatefulSet>("ec").unwrap().unwrap();
-    assert_eq!(
-        sts.spec
-            .unwrap()
-            .template
-            .metadata
-            .unwrap()
-            .annotations
-            .unwrap()[TLS_HASH_ANNOTATION],
-        hash_before
-    );
+    assert_eq!(tls_hash(&desired), hash_before);
     let ready = ready_condition(&desired);
     assert_eq!(ready["reason"], "KeysMissing");
     assert!(

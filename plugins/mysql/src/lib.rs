@@ -15,7 +15,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use operator_host_sdk::{
-    ChildOptions, Desired, Error, Kind, Observed, Reconciler, Related, WorkloadView, kind_of,
+    ChildOptions, Desired, Error, Kind, Observed, Reconciler, Related, WorkloadView,
+    job_condition_holds, kind_of,
 };
 
 pub mod children;
@@ -75,7 +76,7 @@ impl Reconciler for MySqlOperator {
         // that adds the rest (one per size: a later growth runs anew).
         let grown = create_cluster
             .as_ref()
-            .filter(|job| status::job_holds(job, "Complete"))
+            .filter(|job| job_condition_holds(job, "Complete"))
             .and_then(children::group_instances_of)
             .is_some_and(|created_with| spec.instances > created_with);
         let group_job = if grown {

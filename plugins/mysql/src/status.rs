@@ -20,7 +20,7 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
-use operator_host_sdk::{Condition, Desired, Rollout, WorkloadView};
+use operator_host_sdk::{Condition, Desired, Rollout, WorkloadView, job_condition_holds};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -163,16 +163,9 @@ impl GroupJob {
     }
 
     fn holds(&self, type_: &str) -> bool {
-        self.observed().is_some_and(|job| job_holds(job, type_))
+        self.observed()
+            .is_some_and(|job| job_condition_holds(job, type_))
     }
-}
-
-/// Whether a Job's condition of `type_` is `True`.
-pub(crate) fn job_holds(job: &Job, type_: &str) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
 }
 
 /// The status from what was observed; `cluster.status` of the parent's current status is the
@@ -256,7 +249,7 @@ pub fn status(
             format!("no instance is online (0 of {instances})"),
         ),
         INITIALIZING if ready > 0 => match group_job.observed() {
-            Some(job) if job_holds(job, "Failed") => (
+            Some(job) if job_condition_holds(job, "Failed") => (
                 "CreateClusterFailed",
                 format!(
                     "every instance is online, but the Job {} failed; read its logs, then \

@@ -7,8 +7,8 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, PersistentVolumeClaimSpec, PodTemplateSpec, Service, ServiceAccount,
-    ServiceSpec as CoreServiceSpec,
+    ConfigMap, Container, EnvVar, PersistentVolumeClaimSpec, PodTemplateSpec, Service,
+    ServiceAccount, ServiceSpec as CoreServiceSpec,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -956,11 +956,40 @@ fn observed_router(replicas: i32, ready: i32) -> Value {
 /// The create-cluster Job made for `cr` as observed, with its `condition` (`Complete`,
 /// `Failed`) if any.
 fn create_cluster_job(cr: &InnoDBCluster, condition: Option<&str>) -> Value {
+    group_job(cr, "ic-create-cluster", condition)
+}
+
+/// A group Job `name` running `cr`'s script, as observed with its `condition` if any.
+fn group_job(cr: &InnoDBCluster, name: &str, condition: Option<&str>) -> Value {
     let mut job = applied(cr, "Job", Value::Null);
+    job["metadata"]["name"] = name.into();
     if let Some(type_) = condition {
         job["status"] = json!({"conditions": [{"type": type_, "status": "True"}]});
     }
     job
+}
+
+/// The environment of the desired Job `name`'s container, by variable name.
+fn job_env(desired: &Desired, name: &str) -> BTreeMap<String, EnvVar> {
+    let job = desired.get::<Job>(name).unwrap().unwrap();
+    let pod = job.spec.unwrap().template.spec.unwrap();
+    pod.containers[0]
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name.clone(), e))
+        .collect()
+}
+
+/// Where the child of `kind` named `name` stands in the answer (children behind a barrier
+/// come after it).
+fn position(desired: &Desired, kind: &str, name: &str) -> usize {
+    desired
+        .children
+        .iter()
+        .position(|c| c["kind"] == kind && c["metadata"]["name"] == name)
+        .unwrap()
 }
 
 /// The status from `observed`, the group created (its Job Complete) unless `observed` has
@@ -1262,26 +1291,13 @@ fn the_router_waits_behind_the_job_that_creates_the_group() {
         options.ready_when,
         Some(Readiness::Condition("Complete".into()))
     );
-    let position = |kind: &str| {
-        desired
-            .children
-            .iter()
-            .position(|c| c["kind"] == kind)
-            .unwrap()
-    };
-    assert!(position("StatefulSet") < position("Job"));
-    assert!(position("Job") < position("Deployment"));
+    let job = position(&desired, "Job", "ic-create-cluster");
+    assert!(position(&desired, "StatefulSet", "ic") < job);
+    assert!(job < position(&desired, "Deployment", "ic-router"));
     let job = desired.get::<Job>("ic-create-cluster").unwrap().unwrap();
     let pod = job.spec.unwrap().template.spec.unwrap();
-    let container = &pod.containers[0];
-    assert!(container.command.as_ref().unwrap()[2].contains("dba.createCluster"));
-    let env: BTreeMap<String, _> = container
-        .env
-        .clone()
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.name.clone(), e))
-        .collect();
+    assert!(pod.containers[0].command.as_ref().unwrap()[2].contains("dba.createCluster"));
+    let env = job_env(&desired, "ic-create-cluster");
     assert_eq!(env["FIRST"].value.as_deref(), Some("ic-0.ic-instances"));
     let password = env["MYSQL_PASSWORD"].value_from.as_ref().unwrap();
     assert_eq!(password.secret_key_ref.as_ref().unwrap().name, "mysql-root");
@@ -1338,42 +1354,26 @@ fn a_cluster_grown_after_its_creation_adds_the_new_instances_with_a_job_of_its_s
     let job = desired.get::<Job>("ic-add-instances-3").unwrap().unwrap();
     let options = desired.options_of::<Job>("ic-add-instances-3").unwrap();
     assert_eq!(options.update, UpdateStrategy::CreateOnly, "run once");
-    let pod = job.spec.unwrap().template.spec.unwrap();
-    let env: BTreeMap<String, _> = pod.containers[0]
-        .env
-        .clone()
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.name.clone(), e.value))
-        .collect();
     assert_eq!(
-        env["MEMBERS"].as_deref(),
+        job_env(&desired, "ic-add-instances-3")["MEMBERS"]
+            .value
+            .as_deref(),
         Some("ic-1.ic-instances,ic-2.ic-instances")
     );
     let annotations = job.metadata.annotations.unwrap();
     assert_eq!(annotations[children::GROUP_INSTANCES_ANNOTATION], "3");
     // After the create-cluster barrier: it never runs before the group exists.
-    let position = |name: &str| {
-        desired
-            .children
-            .iter()
-            .position(|c| c["metadata"]["name"] == name)
-            .unwrap()
-    };
-    assert!(position("ic-create-cluster") < position("ic-add-instances-3"));
+    assert!(
+        position(&desired, "Job", "ic-create-cluster")
+            < position(&desired, "Job", "ic-add-instances-3")
+    );
 
     // Every instance ready is not ONLINE until the new ones are members.
     let status = &desired.status;
     assert_eq!(status["cluster"]["status"], ONLINE_PARTIAL);
     assert_eq!(condition(status, "Ready")["reason"], "AddingInstances");
     let mut observed = grown_observed(&cr, 1);
-    let mut failed = applied(
-        &cr,
-        "Job",
-        json!({"conditions": [{"type": "Failed", "status": "True"}]}),
-    );
-    failed["metadata"]["name"] = "ic-add-instances-3".into();
-    observed.push(failed.clone());
+    observed.push(group_job(&cr, "ic-add-instances-3", Some("Failed")));
     let status = status_of(&cr, observed);
     let ready = condition(&status, "Ready");
     assert_eq!(ready["reason"], "AddInstancesFailed");
@@ -1384,8 +1384,7 @@ fn a_cluster_grown_after_its_creation_adds_the_new_instances_with_a_job_of_its_s
             .contains("ic-add-instances-3")
     );
     let mut observed = grown_observed(&cr, 1);
-    failed["status"] = json!({"conditions": [{"type": "Complete", "status": "True"}]});
-    observed.push(failed);
+    observed.push(group_job(&cr, "ic-add-instances-3", Some("Complete")));
     assert_eq!(status_of(&cr, observed)["cluster"]["status"], ONLINE);
 }
 

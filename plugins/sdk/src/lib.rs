@@ -41,7 +41,7 @@ pub use status::{Condition, conditions_schema};
 pub use view::{
     CONTENT_HASH_ANNOTATION, MetadataView, RollingUpdateView, Rollout, SPEC_HASH_ANNOTATION,
     SpecHashView, UpdateStrategyView, WorkloadConditionView, WorkloadSpecView, WorkloadStatusView,
-    WorkloadView, content_hash,
+    WorkloadView, content_hash, job_condition_holds,
 };
 
 pub use k8s_openapi;

@@ -25,6 +25,7 @@
 //! never rolls the pods). A workload applied before the SDK stamped it has no annotation and
 //! reads as not current until the next apply adds it (one reconcile later).
 
+use k8s_openapi::api::batch::v1::Job;
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -400,6 +401,19 @@ impl<'a> WorkloadView<'a> {
     }
 }
 
+/// Whether the Job has the condition `type_` (`Complete`, `Failed`) with status `True`: how a
+/// plugin, which cannot run anything itself, learns that a Job it asked for has finished.
+pub fn job_condition_holds(job: &Job, type_: &str) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == type_ && c.status == "True")
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -716,5 +730,18 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(!view.is_current(&old));
+    }
+
+    #[test]
+    fn a_job_condition_holds_only_when_its_status_is_true() {
+        let job = |conditions: Value| -> Job {
+            serde_json::from_value(json!({"status": {"conditions": conditions}})).unwrap()
+        };
+        let complete = job(json!([{"type": "Complete", "status": "True"}]));
+        assert!(job_condition_holds(&complete, "Complete"));
+        assert!(!job_condition_holds(&complete, "Failed"));
+        let not_yet = job(json!([{"type": "Complete", "status": "False"}]));
+        assert!(!job_condition_holds(&not_yet, "Complete"));
+        assert!(!job_condition_holds(&Job::default(), "Complete"));
     }
 }

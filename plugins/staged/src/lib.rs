@@ -20,8 +20,9 @@ use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, PodTemplateSpec, Secret};
 use kube::{CustomResource, ResourceExt};
 use operator_host_sdk::{
-    ChildOptions, Desired, Error, Kind, Observed, Reconciler, Related, child_meta, kind_of,
-    restricted_container_security_context, restricted_pod_security_context,
+    ChildOptions, Desired, Error, Kind, Observed, Reconciler, Related, child_meta,
+    job_condition_holds, kind_of, restricted_container_security_context,
+    restricted_pod_security_context,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -148,7 +149,7 @@ impl Reconciler for StagedOperator {
             .filter_map(|step| observed.get::<Job>(&step_job(&name, step)).transpose())
             .collect::<Result<Vec<_>, _>>()?
             .iter()
-            .filter(|job| is_complete(job))
+            .filter(|job| job_condition_holds(job, "Complete"))
             .count();
         let config = observed
             .related::<ConfigMap>("config")?
@@ -204,16 +205,6 @@ fn check_step(step: &str) -> Result<(), Error> {
             format!("{step:?} is not a DNS-1123 label of at most 40 characters"),
         ))
     }
-}
-
-fn is_complete(job: &Job) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Complete" && c.status == "True")
-        })
 }
 
 fn config_map<const N: usize>(name: &str, data: [(&str, String); N]) -> ConfigMap {
