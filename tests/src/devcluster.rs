@@ -509,6 +509,19 @@ impl TestNamespace {
         Ok(self.api::<K>().get_opt(name).await?.is_none())
     }
 
+    /// This namespace's `K`s that match the label `selector`.
+    pub async fn labelled<K>(&self, selector: &str) -> Result<Vec<K>, kube::Error>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        let params = kube::api::ListParams::default().labels(selector);
+        Ok(self.api::<K>().list(&params).await?.items)
+    }
+
     /// Waits (up to a minute) for an Event in this namespace that `matches`; panics naming
     /// `what` if none comes.
     pub async fn wait_for_event(&self, what: &str, matches: impl Fn(&Event) -> bool) {

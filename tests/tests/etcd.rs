@@ -79,22 +79,6 @@ async fn wait_phase(api: &Api<DynamicObject>, phase: &str, members: i64) -> Dyna
     .unwrap()
 }
 
-/// The members' objects of kind `K` (pods, claims): those with the members' labels.
-async fn of_members<K>(ns: &TestNamespace) -> Result<Vec<K>, kube::Error>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    <K as kube::Resource>::DynamicType: Default,
-{
-    let listed = ns
-        .api::<K>()
-        .list(&ListParams::default().labels(MEMBERS))
-        .await?;
-    Ok(listed.items)
-}
-
 fn is_ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()
@@ -190,14 +174,19 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
     .await
     .unwrap();
     // A removed member's volume goes with it, so a later member of that name starts empty.
+    // Its pod may still be terminating meanwhile: wait for it too, so that the roll below
+    // sees the deletions of the roll only.
     wait_for(
-        "the removed members' claims to be deleted",
+        "the removed members' claims and pods to be deleted",
         TIMEOUT,
         || async {
-            let claims = of_members::<PersistentVolumeClaim>(&ns).await?;
-            let names: BTreeSet<String> = claims.iter().map(ResourceExt::name_any).collect();
-            Ok((names
-                == BTreeSet::from(["data-ec-0".into(), "data-ec-1".into(), "data-ec-2".into()]))
+            let claims = ns.labelled::<PersistentVolumeClaim>(MEMBERS).await?;
+            let claims: BTreeSet<String> = claims.iter().map(ResourceExt::name_any).collect();
+            let pods = ns.labelled::<Pod>(MEMBERS).await?;
+            let pods: BTreeSet<String> = pods.iter().map(ResourceExt::name_any).collect();
+            Ok((claims
+                == BTreeSet::from(["data-ec-0".into(), "data-ec-1".into(), "data-ec-2".into()])
+                && pods == BTreeSet::from(["ec-0".into(), "ec-1".into(), "ec-2".into()]))
             .then_some(()))
         },
     )
@@ -207,7 +196,7 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
     // A version change: the StatefulSet replaces one member at a time, each after the
     // previous one is ready again, so a quorum (2 of 3) is ready throughout.
     let pod_log = Recorder::start(&ns.api::<Pod>(), WatchParams::default()).await;
-    let before = of_members::<Pod>(&ns).await.unwrap();
+    let before = ns.labelled::<Pod>(MEMBERS).await.unwrap();
     let mut ready: BTreeMap<String, bool> =
         before.iter().map(|p| (p.name_any(), is_ready(p))).collect();
     assert_eq!(ready.values().filter(|r| **r).count(), 3);
@@ -216,7 +205,7 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
         "every member to run 3.5.18 and be ready",
         TIMEOUT,
         || async {
-            let pods = of_members::<Pod>(&ns).await?;
+            let pods = ns.labelled::<Pod>(MEMBERS).await?;
             let done = pods.len() == 3
                 && pods.iter().all(|p| {
                     is_ready(p)
@@ -233,7 +222,7 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
     let cr = wait_phase(&api, "Running", 3).await;
     assert_eq!(cr.data["status"]["version"], "3.5.18");
     let mut fewest_ready = 3;
-    let mut deletions = 0;
+    let mut deleted = Vec::new();
     for seen in pod_log.seen() {
         let labels = seen.object.labels();
         if labels
@@ -244,14 +233,18 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
             continue;
         }
         if seen.deleted {
-            deletions += 1;
+            deleted.push(seen.object.name_any());
             ready.remove(&seen.object.name_any());
         } else {
             ready.insert(seen.object.name_any(), is_ready(&seen.object));
         }
         fewest_ready = fewest_ready.min(ready.values().filter(|r| **r).count());
     }
-    assert_eq!(deletions, 3, "each member is replaced once");
+    assert_eq!(
+        deleted.len(),
+        3,
+        "each member is replaced once: {deleted:?}"
+    );
     assert_eq!(
         fewest_ready, 2,
         "one member at a time is down during the roll"
@@ -269,7 +262,10 @@ async fn scaling_3_5_3_completes_each_membership_job_before_its_resize_and_a_ver
             && ns.absent::<Service>("ec-client").await?
             && ns.absent::<ConfigMap>("ec-membership").await?
             && ns.absent::<PodDisruptionBudget>(NAME).await?
-            && of_members::<PersistentVolumeClaim>(&ns).await?.is_empty();
+            && ns
+                .labelled::<PersistentVolumeClaim>(MEMBERS)
+                .await?
+                .is_empty();
         Ok(gone.then_some(()))
     })
     .await

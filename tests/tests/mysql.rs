@@ -249,11 +249,8 @@ async fn scaling_1_to_3_to_1_is_followed_by_the_statefulset_and_the_status() {
     .unwrap();
     let selector = "mysql.oracle.com/cluster=mycluster,tier=mysql";
     wait_for("one MySQL pod", TIMEOUT, || async {
-        let pods = ns
-            .api::<Pod>()
-            .list(&ListParams::default().labels(selector))
-            .await?;
-        Ok((pods.items.len() == 1).then_some(()))
+        let pods = ns.labelled::<Pod>(selector).await?;
+        Ok((pods.len() == 1).then_some(()))
     })
     .await
     .unwrap();
