@@ -84,7 +84,7 @@ pub struct AssignmentLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ShardLabels {
     pub plugin: String,
-    /// The shard name; empty for parents not assigned yet.
+    /// The shard name.
     pub shard: String,
 }
 
@@ -123,6 +123,9 @@ pub struct Metrics {
     pub shard_assignments: Family<AssignmentLabels, Counter>,
     /// With `--shard`, on the leader: the parents assigned to each shard, by plugin.
     pub shard_assigned: Family<ShardLabels, Gauge>,
+    /// With `--shard`, on the leader: the parents not on a live shard (new ones for a moment;
+    /// any that stay so are also logged and listed by `/readyz`), by plugin.
+    pub shard_unassigned: Family<PluginLabels, Gauge>,
     /// With `--shard`: this replica's shard, and whether it holds its shard Lease.
     shard: std::sync::Mutex<Option<(String, bool)>>,
     /// The election role as `/readyz` says it (`None` without an election).
@@ -168,6 +171,7 @@ impl Metrics {
         let shard_drains = Family::<PluginLabels, Counter>::default();
         let shard_assignments = Family::<AssignmentLabels, Counter>::default();
         let shard_assigned = Family::<ShardLabels, Gauge>::default();
+        let shard_unassigned = Family::<PluginLabels, Gauge>::default();
         registry.register(
             "shard_parents",
             "Parents this replica holds (run --shard)",
@@ -187,6 +191,11 @@ impl Metrics {
             "shard_assigned_parents",
             "Parents assigned to each shard, as the leader sees them (run --shard)",
             shard_assigned.clone(),
+        );
+        registry.register(
+            "shard_unassigned_parents",
+            "Parents on no live shard, as the leader sees them (run --shard)",
+            shard_unassigned.clone(),
         );
         registry.register(
             "leader",
@@ -252,6 +261,7 @@ impl Metrics {
             shard_drains,
             shard_assignments,
             shard_assigned,
+            shard_unassigned,
             shard: Default::default(),
             role: Default::default(),
             ready: AtomicBool::new(false),

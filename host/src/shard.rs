@@ -29,7 +29,9 @@ use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -38,7 +40,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::leader::{self, Leadership};
-use crate::metrics::{AssignmentLabels, Metrics, ShardLabels};
+use crate::metrics::{AssignmentLabels, Metrics, PluginLabels, ShardLabels};
 
 /// The label of a parent (and of the children the host applies for it): the shard that owns
 /// it. Also on each shard's Lease, naming its shard.
@@ -58,6 +60,10 @@ const RING_PERIOD: Duration = Duration::from_secs(1);
 const RESHARD_PERIOD: Duration = Duration::from_secs(10);
 /// Label patches the leader sends at once.
 const CONCURRENT_PATCHES: usize = 16;
+/// How long a parent may stay without a live shard before the leader reports it (log,
+/// `/readyz`): longer than a label patch and the watch event that shows it take, with room
+/// for a dead shard's Lease to be taken over.
+const PLACEMENT_GRACE: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -544,6 +550,8 @@ impl Shards {
 #[derive(Debug, Clone)]
 struct ParentMeta {
     name: String,
+    /// `None` for a cluster-scoped parent kind.
+    namespace: Option<String>,
     resource_version: Option<String>,
     shard: Option<String>,
     draining: bool,
@@ -552,10 +560,15 @@ struct ParentMeta {
 /// The sharder of one plugin's parents (in one namespace, or all): while this host leads, it
 /// watches their metadata (every parent, whatever its shard) and labels each with its shard.
 pub struct Sharder {
-    api: Api<DynamicObject>,
-    /// The same parents, metadata only: what the leader watches.
+    client: Client,
+    /// The parent kind's resource: each label patch goes to its parent's own namespace.
+    resource: ApiResource,
+    namespaced: bool,
+    /// The parents, metadata only: what the leader watches.
     metadata: Api<PartialObjectMeta<DynamicObject>>,
     plugin: String,
+    /// What `/readyz` names while parents of this sharder cannot be placed.
+    unavailable_as: String,
     /// The parent kind's `group/kind`, part of each parent's hashing key.
     kind: String,
     members: watch::Receiver<Members>,
@@ -563,10 +576,14 @@ pub struct Sharder {
     metrics: Arc<Metrics>,
     /// The shards whose parent counts were last reported.
     reported: Vec<String>,
+    /// The parents without a live shard, and since when.
+    unplaced: Unplaced,
 }
 
 impl Sharder {
-    /// The sharder of `plugin`'s parents of `kind` in `namespace` (or all).
+    /// The sharder of `plugin`'s parents of `kind` in `namespace` (or all); `/readyz` names
+    /// its parents that cannot be placed `unavailable_as`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client: &Client,
         plugin: &str,
@@ -575,27 +592,35 @@ impl Sharder {
         members: watch::Receiver<Members>,
         leadership: Leadership,
         metrics: Arc<Metrics>,
+        unavailable_as: String,
     ) -> Self {
         let resource = kind.api_resource();
-        let (api, metadata) = match namespace {
-            Some(ns) if kind.namespaced => (
-                Api::namespaced_with(client.clone(), ns, &resource),
-                Api::namespaced_with(client.clone(), ns, &resource),
-            ),
-            _ => (
-                Api::all_with(client.clone(), &resource),
-                Api::all_with(client.clone(), &resource),
-            ),
+        let metadata = match namespace {
+            Some(ns) if kind.namespaced => Api::namespaced_with(client.clone(), ns, &resource),
+            _ => Api::all_with(client.clone(), &resource),
         };
         Sharder {
-            api,
+            client: client.clone(),
+            resource,
+            namespaced: kind.namespaced,
             metadata,
             plugin: plugin.into(),
+            unavailable_as,
             kind: format!("{}/{}", kind.group, kind.kind),
             members,
             leadership,
             metrics,
             reported: Vec::new(),
+            unplaced: Unplaced::default(),
+        }
+    }
+
+    /// The API of one parent: its namespace's (a patch through the all-namespaces API would
+    /// address a cluster-scoped object of that name, which does not exist).
+    fn parent_api(&self, parent: &ParentMeta) -> Api<DynamicObject> {
+        match (&parent.namespace, self.namespaced) {
+            (Some(ns), true) => Api::namespaced_with(self.client.clone(), ns, &self.resource),
+            _ => Api::all_with(self.client.clone(), &self.resource),
         }
     }
 
@@ -612,10 +637,15 @@ impl Sharder {
                 return;
             }
             tokio::select! {
-                () = &mut stop => return,
+                () = &mut stop => {
+                    self.stop_reporting();
+                    return;
+                }
                 () = self.while_leading() => {}
             }
-            // Led no more: wait for the next term.
+            // Led no more: another replica places the parents now.
+            self.stop_reporting();
+            // Wait for the next term.
             let _ = role.changed().await;
         }
     }
@@ -688,14 +718,82 @@ impl Sharder {
                 })
                 .collect();
             let this = &*self;
-            futures::stream::iter(decisions)
-                .for_each_concurrent(CONCURRENT_PATCHES, |(parent, decision)| async move {
-                    if let Err(error) = this.carry_out(&parent, &decision).await {
-                        tracing::warn!(%error, "resharding a parent failed; retrying");
-                    }
+            let failures: Vec<(String, String)> = futures::stream::iter(decisions)
+                .map(|(parent, decision)| async move {
+                    let error = this.carry_out(&parent, &decision).await.err()?;
+                    tracing::warn!(%error, "resharding a parent failed; retrying");
+                    Some((parent_key_of(&parent), error.to_string()))
                 })
+                .buffer_unordered(CONCURRENT_PATCHES)
+                .filter_map(futures::future::ready)
+                .collect()
                 .await;
             self.count_parents(&known);
+            self.report_unplaced(&known, &members, failures);
+        }
+    }
+
+    /// Reports the parents that have no live shard (a log line, a gauge, `/readyz` on the
+    /// leader) once they stayed so past [`PLACEMENT_GRACE`]: a parent nobody can place is
+    /// reconciled by no replica, which must not go unseen.
+    fn report_unplaced(
+        &mut self,
+        known: &HashMap<String, ParentMeta>,
+        members: &Members,
+        failures: Vec<(String, String)>,
+    ) {
+        let unplaced = known.iter().filter_map(|(key, parent)| {
+            let placed = parent
+                .shard
+                .as_deref()
+                .is_some_and(|shard| members.state(shard) != ShardState::Gone);
+            (!placed).then_some(key.as_str())
+        });
+        let newly_stuck = self.unplaced.observe(Instant::now(), unplaced, failures);
+        self.metrics
+            .shard_unassigned
+            .get_or_create(&PluginLabels {
+                plugin: self.plugin.clone(),
+            })
+            .set(i64::try_from(self.unplaced.len()).unwrap_or(i64::MAX));
+        let no_live_shard = members.live().next().is_none();
+        if !newly_stuck.is_empty() {
+            let examples: Vec<String> = newly_stuck
+                .iter()
+                .take(5)
+                .map(|key| self.unplaced.describe(key, no_live_shard))
+                .collect();
+            tracing::error!(
+                plugin = %self.plugin,
+                count = newly_stuck.len(),
+                examples = %examples.join("; "),
+                "parents have no live shard: no replica reconciles them",
+            );
+        }
+        let stuck = self.unplaced.stuck(Instant::now());
+        let problem = stuck.first().map(|key| {
+            format!(
+                "{} parents have had no live shard for over {}s (e.g. {})",
+                stuck.len(),
+                PLACEMENT_GRACE.as_secs(),
+                self.unplaced.describe(key, no_live_shard)
+            )
+        });
+        self.metrics.set_unavailable(&self.unavailable_as, problem);
+    }
+
+    /// Gives up what only the leader reports.
+    fn stop_reporting(&mut self) {
+        self.unplaced = Unplaced::default();
+        self.metrics.set_unavailable(&self.unavailable_as, None);
+        self.metrics.shard_unassigned.remove(&PluginLabels {
+            plugin: self.plugin.clone(),
+        });
+        for shard in std::mem::take(&mut self.reported) {
+            self.metrics.shard_assigned.remove(&ShardLabels {
+                plugin: self.plugin.clone(),
+                shard,
+            });
         }
     }
 
@@ -711,7 +809,7 @@ impl Sharder {
             "labels": labels,
         }});
         match self
-            .api
+            .parent_api(parent)
             .patch(&parent.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
@@ -747,10 +845,9 @@ impl Sharder {
     /// The leader's view of how many parents each shard holds.
     fn count_parents(&mut self, known: &HashMap<String, ParentMeta>) {
         let mut counts: BTreeMap<String, i64> = BTreeMap::new();
-        for parent in known.values() {
-            *counts
-                .entry(parent.shard.clone().unwrap_or_default())
-                .or_default() += 1;
+        // Parents without a shard are counted by `shard_unassigned`, not as a shard "".
+        for shard in known.values().filter_map(|parent| parent.shard.clone()) {
+            *counts.entry(shard).or_default() += 1;
         }
         let labels = |shard: &str| ShardLabels {
             plugin: self.plugin.clone(),
@@ -777,10 +874,94 @@ fn parent_key(meta: &PartialObjectMeta<DynamicObject>) -> String {
     )
 }
 
+fn parent_key_of(parent: &ParentMeta) -> String {
+    format!(
+        "{}/{}",
+        parent.namespace.as_deref().unwrap_or_default(),
+        parent.name
+    )
+}
+
+/// The parents the leader has not placed on a live shard: since when, and the last error of
+/// a label patch for each, if one failed.
+#[derive(Debug, Default)]
+pub struct Unplaced {
+    since: HashMap<String, (Instant, Option<String>)>,
+    /// When [`Unplaced::observe`] last ran: what was stuck then was reported then.
+    observed: Option<Instant>,
+}
+
+impl Unplaced {
+    /// Takes the parents unplaced now (those not listed are placed, or gone) and the label
+    /// patches that failed in this pass; returns the parents that have just outstayed
+    /// [`PLACEMENT_GRACE`].
+    pub fn observe<'a>(
+        &mut self,
+        now: Instant,
+        unplaced: impl IntoIterator<Item = &'a str>,
+        failures: Vec<(String, String)>,
+    ) -> Vec<String> {
+        let was_stuck: HashSet<String> = match self.observed {
+            Some(then) => self.stuck(then).into_iter().collect(),
+            None => HashSet::new(),
+        };
+        self.observed = Some(now);
+        let mut next = HashMap::new();
+        for key in unplaced {
+            let entry = self.since.remove(key).unwrap_or((now, None));
+            next.insert(key.to_string(), entry);
+        }
+        for (key, error) in failures {
+            if let Some((_, last_error)) = next.get_mut(&key) {
+                *last_error = Some(error);
+            }
+        }
+        self.since = next;
+        let mut newly: Vec<String> = self
+            .stuck(now)
+            .into_iter()
+            .filter(|key| !was_stuck.contains(key))
+            .collect();
+        newly.sort();
+        newly
+    }
+
+    /// The parents unplaced for longer than [`PLACEMENT_GRACE`] at `now`, sorted.
+    pub fn stuck(&self, now: Instant) -> Vec<String> {
+        let mut stuck: Vec<String> = self
+            .since
+            .iter()
+            .filter(|(_, (since, _))| now.saturating_duration_since(*since) > PLACEMENT_GRACE)
+            .map(|(key, _)| key.clone())
+            .collect();
+        stuck.sort();
+        stuck
+    }
+
+    pub fn len(&self) -> usize {
+        self.since.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.since.is_empty()
+    }
+
+    /// `key` and why it has no shard.
+    fn describe(&self, key: &str, no_live_shard: bool) -> String {
+        let why = match self.since.get(key) {
+            Some((_, Some(error))) => error.clone(),
+            _ if no_live_shard => "no replica holds a live shard Lease".into(),
+            _ => "not labelled yet".into(),
+        };
+        format!("{key}: {why}")
+    }
+}
+
 fn parent_meta(meta: &PartialObjectMeta<DynamicObject>) -> ParentMeta {
     let labels = meta.labels();
     ParentMeta {
         name: meta.name_any(),
+        namespace: meta.namespace(),
         resource_version: meta.resource_version(),
         shard: labels.get(SHARD_LABEL).cloned(),
         draining: labels.contains_key(DRAIN_LABEL),
@@ -930,6 +1111,42 @@ mod tests {
         );
         let empty = members(&[("c", ShardState::Expired)]);
         assert_eq!(decide(&empty, "k", None, false, true), Decision::Keep);
+    }
+
+    #[test]
+    fn a_parent_left_without_a_live_shard_is_reported_once_after_the_grace() {
+        let start = Instant::now();
+        let mut unplaced = Unplaced::default();
+        let failure = vec![("ns/a".to_string(), "403 forbidden".to_string())];
+        assert!(
+            unplaced
+                .observe(start, ["ns/a", "ns/b"], failure)
+                .is_empty()
+        );
+        assert_eq!(unplaced.len(), 2, "counted at once");
+        let later = start + PLACEMENT_GRACE / 2;
+        assert!(unplaced.observe(later, ["ns/a"], vec![]).is_empty());
+        assert_eq!(unplaced.len(), 1, "ns/b was placed");
+        let past = start + PLACEMENT_GRACE + Duration::from_secs(1);
+        assert_eq!(
+            unplaced.observe(past, ["ns/a", "ns/c"], vec![]),
+            vec!["ns/a".to_string()],
+            "reported when it outstays the grace, not before"
+        );
+        assert!(
+            unplaced
+                .observe(past + Duration::from_secs(1), ["ns/a", "ns/c"], vec![])
+                .is_empty(),
+            "and only once"
+        );
+        assert_eq!(unplaced.stuck(past), vec!["ns/a".to_string()]);
+        assert_eq!(unplaced.describe("ns/a", false), "ns/a: 403 forbidden");
+        assert_eq!(
+            unplaced.describe("ns/c", true),
+            "ns/c: no replica holds a live shard Lease"
+        );
+        unplaced.observe(past, [], vec![]);
+        assert!(unplaced.is_empty() && unplaced.stuck(past).is_empty());
     }
 
     #[test]

@@ -53,7 +53,7 @@ fn host(ns: &TestNamespace, plugins: &Path, args: &[&str]) -> ProcessHost {
         binary: BINARY.as_ref(),
         plugins,
         kubeconfig: &devcluster::cluster().kubeconfig,
-        namespace: ns.name(),
+        namespace: Some(ns.name()),
         crash_after: None,
         metrics_addr: None,
         args,

@@ -290,9 +290,10 @@ impl HostProcess {
             binary: Path::new(BINARY),
             plugins,
             kubeconfig: &devcluster::cluster().kubeconfig,
-            namespace,
+            namespace: Some(namespace),
             crash_after: None,
             metrics_addr: Some(metrics),
+            install_crds: true,
             args: &all_args,
         });
         HostProcess {

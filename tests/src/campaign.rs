@@ -110,9 +110,10 @@ impl Scenario {
             binary: &self.binary,
             plugins: self.plugins.path(),
             kubeconfig: &self.proxy.kubeconfig(),
-            namespace: self.ns.name(),
+            namespace: Some(self.ns.name()),
             crash_after,
             metrics_addr: None,
+            install_crds: true,
             args: &["--policy", policy],
         })
     }

@@ -442,14 +442,26 @@ where
 pub struct TestNamespace {
     name: String,
     client: Client,
+    /// The kubeconfig of its cluster, for the best-effort deletion on drop.
+    kubeconfig: PathBuf,
     deleted: bool,
 }
 
 impl TestNamespace {
-    /// Creates a namespace named after `test_name` plus a unique suffix, and
-    /// waits for its default ServiceAccount (pods are refused until it exists).
+    /// Creates a namespace of the shared cluster named after `test_name` plus a unique
+    /// suffix, and waits for its default ServiceAccount (pods are refused until it exists).
     pub async fn new(test_name: &str) -> Result<Self, Error> {
         let client = client().await;
+        Self::create(client, cluster().kubeconfig.clone(), test_name).await
+    }
+
+    /// [`TestNamespace::new`] in `cluster` (an isolated one).
+    pub async fn in_cluster(cluster: &Cluster, test_name: &str) -> Result<Self, Error> {
+        let client = cluster.client().await?;
+        Self::create(client, cluster.kubeconfig.clone(), test_name).await
+    }
+
+    async fn create(client: Client, kubeconfig: PathBuf, test_name: &str) -> Result<Self, Error> {
         let name = unique_name(test_name);
         let ns = Namespace {
             metadata: ObjectMeta {
@@ -476,6 +488,7 @@ impl TestNamespace {
         Ok(Self {
             name,
             client,
+            kubeconfig,
             deleted: false,
         })
     }
@@ -578,8 +591,8 @@ impl Drop for TestNamespace {
         }
         // Drop cannot await; kubectl on a plain thread does not need the
         // (possibly shutting down) runtime. Best effort: errors are ignored.
-        let mut cmd = kubectl();
-        cmd.args([
+        let mut cmd = Command::new(kubectl_path());
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args([
             "delete",
             "namespace",
             &self.name,

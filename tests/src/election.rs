@@ -99,9 +99,10 @@ impl Election {
             binary: &self.binary,
             plugins,
             kubeconfig: &proxy.kubeconfig(),
-            namespace: self.ns.name(),
+            namespace: Some(self.ns.name()),
             crash_after: None,
             metrics_addr: Some(metrics),
+            install_crds: true,
             args: &args,
         });
         Candidate {

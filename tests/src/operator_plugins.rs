@@ -59,9 +59,10 @@ pub fn start_host(
         binary: binary.as_ref(),
         plugins: &plugins,
         kubeconfig: &devcluster::cluster().kubeconfig,
-        namespace: ns.name(),
+        namespace: Some(ns.name()),
         crash_after: None,
         metrics_addr,
+        install_crds: true,
         args: &args,
     })
 }

@@ -12,7 +12,7 @@ use crate::devcluster::repo_root;
 /// SIGABRT's number on Linux (what `std::process::abort` raises).
 const SIGABRT: i32 = 6;
 
-/// A running `operator-host-faulty run` confined to one namespace; killed when dropped.
+/// A running `operator-host-faulty run`; killed when dropped.
 pub struct ProcessHost {
     child: Child,
     /// Its stderr (the log), kept for the failure message.
@@ -27,7 +27,10 @@ pub struct Launch<'a> {
     pub binary: &'a Path,
     pub plugins: &'a Path,
     pub kubeconfig: &'a Path,
-    pub namespace: &'a str,
+    /// `--namespace`; `None` serves every namespace, as the install manifests run the host.
+    pub namespace: Option<&'a str>,
+    /// `--install-crds`.
+    pub install_crds: bool,
     /// `OPERATOR_HOST_CRASH_AFTER`: abort after this write step (`apply:2`, `status`, ...).
     pub crash_after: Option<&'a str>,
     /// Where to serve `/metrics`, `/healthz` and `/readyz` (default: a port of the OS's).
@@ -37,14 +40,20 @@ pub struct Launch<'a> {
 }
 
 impl ProcessHost {
-    /// Starts the host with `--install-crds`, its compile cache shared with the other tests.
+    /// Starts the host, its compile cache shared with the other tests.
     pub fn start(launch: &Launch<'_>) -> ProcessHost {
+        Self::start_with_env(launch, &[])
+    }
+
+    /// [`ProcessHost::start`] with environment variables set (`Some`) or removed (`None`), as
+    /// a pod's `POD_NAME` and `POD_NAMESPACE`.
+    pub fn start_with_env(launch: &Launch<'_>, env: &[(&str, Option<&str>)]) -> ProcessHost {
         let log_dir = tempfile::tempdir().expect("a log directory");
         let log = log_dir.path().join("host.log");
         let stderr = std::fs::File::create(&log).expect("the host's log file");
         let mut command = Command::new(launch.binary);
         command
-            .args(["run", "--install-crds", "--metrics-addr"])
+            .args(["run", "--metrics-addr"])
             .arg(
                 launch
                     .metrics_addr
@@ -54,7 +63,8 @@ impl ProcessHost {
             .arg(launch.plugins)
             .arg("--kubeconfig")
             .arg(launch.kubeconfig)
-            .args(["--namespace", launch.namespace])
+            .args(launch.namespace.iter().flat_map(|ns| ["--namespace", ns]))
+            .args(launch.install_crds.then_some("--install-crds"))
             .args(launch.args)
             .arg("--cache-dir")
             .arg(repo_root().join("target/test-compile-cache"))
@@ -69,6 +79,12 @@ impl ProcessHost {
             .stdout(Stdio::null())
             .stderr(stderr)
             .kill_on_drop(true);
+        for (name, value) in env {
+            match value {
+                Some(value) => command.env(name, value),
+                None => command.env_remove(name),
+            };
+        }
         if let Some(step) = launch.crash_after {
             command.env(operator_host::faults::CRASH_AFTER_ENV, step);
         }

@@ -102,9 +102,10 @@ impl Isolated {
             binary: &PathBuf::from(BINARY),
             plugins: self.plugins.path(),
             kubeconfig: &self.cluster.kubeconfig,
-            namespace: &self.ns,
+            namespace: Some(&self.ns[..]),
             crash_after: None,
             metrics_addr: None,
+            install_crds: true,
             args: &[],
         })
     }

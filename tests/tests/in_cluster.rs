@@ -3,7 +3,12 @@
 //! the devcluster's real node, running the host image `make image` builds. Two leader-elected
 //! pods become Ready, one holds the Lease, a Memcached CR converges; deleting the leader pod
 //! (SIGTERM) and SIGKILLing the leader's process each hand the Lease to the other pod, which
-//! converges an edit of the CR.
+//! converges an edit of the CR. Then the sharded overlay as shipped (with the PVC overlay's
+//! plugin volume): three hosts serving every namespace share the parents, which converge.
+//!
+//! The base itself, with its image volume, needs containerd 2 (image volumes); the real node
+//! has Debian bookworm's 1.6, so the base's flags are run through the PVC overlay, which
+//! changes nothing but that volume.
 //!
 //! Needs what the real node needs (root, `apt-get install -y --no-install-recommends containerd
 //! runc containernetworking-plugins`) and what `make image` needs (the musl target, musl-gcc).
@@ -18,12 +23,13 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
 use operator_host::plugin::Plugin;
+use operator_host::shard::SHARD_LABEL;
 use operator_host_tests::devcluster::{
     self, Cluster, real_node_import, real_node_placement, repo_root, wait_for,
 };
 use operator_host_tests::host::runtime;
 use operator_host_tests::memcached::{create, memcached_resource, patch_spec};
-use operator_host_tests::oracle::Oracle;
+use operator_host_tests::oracle::{Oracle, all_converge};
 use serde_json::json;
 
 /// This binary's isolated cluster, the one its real node joins.
@@ -70,9 +76,29 @@ fn build_images(out: &Path) {
 /// An overlay (in `dir`, a directory of the repository's `target/`) of the PVC overlay that puts
 /// the host pods on the real node.
 fn real_node_overlay(dir: &Path) {
-    let (selector, tolerations) = real_node_placement();
     // kustomize takes only relative paths to other kustomizations.
-    let pvc_overlay = "../../deploy/install/overlays/pvc";
+    real_node_overlay_of(dir, "../../deploy/install/overlays/pvc", &[], &[]);
+}
+
+/// An overlay of the sharded overlay as shipped, with the PVC overlay's plugin volume (the real
+/// node's containerd 1.6 cannot mount the base's image volume), on the real node.
+fn real_node_sharded_overlay(dir: &Path) {
+    let pvc = repo_root().join("deploy/install/overlays/pvc");
+    for file in ["pvc.yaml", "plugins-volume.yaml"] {
+        std::fs::copy(pvc.join(file), dir.join(file)).unwrap();
+    }
+    real_node_overlay_of(
+        dir,
+        "../../deploy/install/overlays/sharded",
+        &["pvc.yaml"],
+        &["plugins-volume.yaml"],
+    );
+}
+
+/// Writes a kustomization in `dir` of `base` (relative to `dir`) and `resources`, patched with
+/// `patches` and the real node's placement.
+fn real_node_overlay_of(dir: &Path, base: &str, resources: &[&str], patches: &[&str]) {
+    let (selector, tolerations) = real_node_placement();
     let patch = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "operator-host", "namespace": NAMESPACE},
@@ -86,11 +112,23 @@ fn real_node_overlay(dir: &Path) {
         serde_yaml::to_string(&patch).unwrap(),
     )
     .unwrap();
+    let list =
+        |items: Vec<&str>| -> String { items.iter().map(|item| format!("  - {item}\n")).collect() };
+    let resources = list(
+        [base]
+            .into_iter()
+            .chain(resources.iter().copied())
+            .collect(),
+    );
+    let patches: String = patches
+        .iter()
+        .chain(&["real-node.yaml"])
+        .map(|path| format!("  - path: {path}\n"))
+        .collect();
     std::fs::write(
         dir.join("kustomization.yaml"),
         format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\npatches:\n  - path: real-node.yaml\n",
-            pvc_overlay
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n{resources}patches:\n{patches}"
         ),
     )
     .unwrap();
@@ -159,11 +197,18 @@ async fn new_leader(
 }
 
 async fn two_ready_pods(client: &Client) {
+    ready_pods(client, 2).await;
+}
+
+async fn ready_pods(client: &Client, count: i32) {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
-    wait_for("2 ready host pods", TIMEOUT, || async {
+    wait_for(&format!("{count} ready host pods"), TIMEOUT, || async {
         let deployment = deployments.get("operator-host").await?;
         let status = deployment.status.unwrap_or_default();
-        Ok((status.ready_replicas == Some(2) && status.updated_replicas == Some(2)).then_some(()))
+        let ready = status.ready_replicas == Some(count)
+            && status.updated_replicas == Some(count)
+            && status.replicas == Some(count);
+        Ok(ready.then_some(()))
     })
     .await
     .unwrap();
@@ -189,7 +234,7 @@ fn host_pid(pod: &str) -> Option<u32> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_manifests_run_two_leader_elected_hosts_on_a_real_node_that_fail_over() {
+async fn the_manifests_run_on_a_real_node_fail_over_and_shard() {
     let cluster = devcluster::isolated_cluster_with_real_node(ISOLATED).await;
     let client = cluster.client().await.unwrap();
     let images = tempfile::tempdir().unwrap();
@@ -288,4 +333,76 @@ async fn the_manifests_run_two_leader_elected_hosts_on_a_real_node_that_fail_ove
     // The killed container is restarted by the kubelet and stands by.
     two_ready_pods(&client).await;
     assert_eq!(leader(&client).await.as_deref(), Some(third.as_str()));
+
+    // The sharded overlay, as shipped: three hosts serving every namespace, each reconciling the
+    // parents the leader labels with its shard.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    deployments
+        .delete("operator-host", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    wait_for("the leader-elected hosts gone", TIMEOUT, || async {
+        let left = pods
+            .list(&ListParams::default().labels("app.kubernetes.io/name=operator-host"))
+            .await?;
+        Ok(left.items.is_empty().then_some(()))
+    })
+    .await
+    .unwrap();
+    let sharded = tempfile::tempdir_in(repo_root().join("target")).unwrap();
+    real_node_sharded_overlay(sharded.path());
+    let started = Instant::now();
+    kubectl(cluster, &["apply", "-k", &sharded.path().to_string_lossy()]);
+    ready_pods(&client, 3).await;
+    println!(
+        "in cluster, sharded: 3 pods ready {:?} after kubectl apply -k",
+        started.elapsed()
+    );
+    let mut names = vec!["sample".to_string()];
+    for i in 0..11 {
+        let name = format!("sharded-{i}");
+        create(
+            &memcacheds,
+            &memcached_resource(),
+            &name,
+            json!({"size": 1}),
+        )
+        .await;
+        names.push(name);
+    }
+    let shards = wait_for(
+        "every parent labelled with a shard, spread over more than one",
+        TIMEOUT,
+        || async {
+            let listed = memcacheds.list_metadata(&ListParams::default()).await?;
+            let labels: Vec<Option<String>> = listed
+                .items
+                .iter()
+                .map(|parent| parent.labels().get(SHARD_LABEL).cloned())
+                .collect();
+            let held: std::collections::BTreeSet<String> =
+                labels.iter().flatten().cloned().collect();
+            let done = labels.len() == names.len() && labels.iter().all(Option::is_some);
+            Ok((done && held.len() > 1).then_some(held))
+        },
+    )
+    .await
+    .unwrap();
+    let pod_names: Vec<String> = pods
+        .list(&ListParams::default().labels("app.kubernetes.io/name=operator-host"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    // A shard is named after its replica's identity: the pod's name, then its process.
+    for shard in &shards {
+        assert!(
+            pod_names.iter().any(|pod| shard.starts_with(pod.as_str())),
+            "shard {shard} is none of the host pods {pod_names:?}"
+        );
+    }
+    println!("in cluster, sharded: parents on shards {shards:?}");
+    all_converge(&oracle, &names, TIMEOUT).await.unwrap();
 }

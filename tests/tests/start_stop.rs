@@ -67,9 +67,10 @@ async fn every_start_becomes_ready_and_every_sigterm_ends_the_host_within_ten_se
             binary: Path::new(BINARY),
             plugins: plugins.path(),
             kubeconfig: &kubeconfig,
-            namespace: ns.name(),
+            namespace: Some(ns.name()),
             crash_after: None,
             metrics_addr: Some(metrics),
+            install_crds: true,
             args: &[],
         });
         let started = Instant::now();

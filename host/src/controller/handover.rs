@@ -62,7 +62,10 @@ pub async fn mark_parents_without_plugin(
             let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
             let status =
                 plan::failure_status(&parent_json, PLUGIN_REMOVED, &message, &now_rfc3339());
-            if let Err(error) = patch_parent_status(&api, parent, status).await {
+            // The parent's own namespace: listed across all namespaces, it is not addressed
+            // through that API (a name there means a cluster-scoped object).
+            let parent_api = api_for(client, &old.decl.parent, parent.namespace().as_deref());
+            if let Err(error) = patch_parent_status(&parent_api, parent, status).await {
                 tracing::warn!(parent = %parent.name_any(), %error, "cannot mark a parent whose plugin is gone");
             }
             let event = event(EventType::Warning, PLUGIN_REMOVED, &message, None);
