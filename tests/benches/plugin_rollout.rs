@@ -54,6 +54,7 @@ fn host(ns: &TestNamespace, plugins: &Path, args: &[&str]) -> ProcessHost {
         plugins,
         kubeconfig: &devcluster::cluster().kubeconfig,
         namespace: Some(ns.name()),
+        install_crds: true,
         crash_after: None,
         metrics_addr: None,
         args,

@@ -16,3 +16,4 @@ pub mod recorder;
 pub mod service_account;
 pub mod squatter;
 pub mod staged;
+pub mod swap_memory;

@@ -281,3 +281,29 @@ async fn swapping_the_plugins_language_under_a_parent_writes_no_child_and_keeps_
     host.stop().await;
     ns.cleanup().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_swaps_leave_the_host_no_bigger_than_a_fresh_one() {
+    let run = operator_host_tests::swap_memory::measure(
+        Path::new(env!("CARGO_BIN_EXE_operator-host-faulty")),
+        "swap-memory",
+        [
+            &plugin_path("test-plugins", "memcached-v1"),
+            &plugin_path("test-plugins", "memcached-v2"),
+        ],
+        10,
+        30,
+        5,
+    )
+    .await;
+    println!("30 swaps: {run:?}, {:.2}x a fresh host", run.ratio());
+    assert!(
+        run.ratio() <= 1.1,
+        "after 30 swaps the host holds {:.1} MiB, a fresh host serving the last build {:.1} MiB \
+         ({:.2}x; samples by swap: {:?})",
+        run.after,
+        run.fresh,
+        run.ratio(),
+        run.samples
+    );
+}

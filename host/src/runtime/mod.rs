@@ -214,6 +214,15 @@ impl Default for Limits {
     }
 }
 
+/// The instance pool's memory kept for instances not running ([`Runtime::pool_usage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolUsage {
+    /// Linear memory slots used before and free now.
+    pub unused_warm_memories: u32,
+    /// Bytes still resident in them.
+    pub unused_memory_bytes_resident: usize,
+}
+
 /// How the runtime is set up.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -229,7 +238,21 @@ pub struct RuntimeConfig {
     pub max_concurrent_calls: usize,
     /// Granularity of CPU deadlines.
     pub epoch_tick: Duration,
+    /// Instance slots kept warm (memory resident) for plugins that are not running now. Every
+    /// load of a plugin, a hot swap's new version included, is a new module to the pool: with
+    /// warm slots to spare, its instances take cold slots and the replaced version's stay
+    /// resident, so memory grows with every swap ([`DEFAULT_UNUSED_WARM_SLOTS`]).
+    pub unused_warm_slots: u32,
 }
+
+/// The default of [`RuntimeConfig::unused_warm_slots`]: none. A plugin with no free slot of
+/// its own takes the least recently used one (another plugin's, or a replaced version's)
+/// before a slot never used, so the slots ever touched are as many as instances ever ran at
+/// once, whatever the number of swaps. It costs a call that takes over another plugin's slot
+/// the mapping of its own memory image (about what the on-demand allocator costs every call);
+/// wasmtime's default (100) keeps up to 100 slots of up to
+/// `linear_memory_keep_resident` each.
+pub const DEFAULT_UNUSED_WARM_SLOTS: u32 = 0;
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
@@ -239,6 +262,7 @@ impl Default for RuntimeConfig {
             max_instances: 256,
             max_concurrent_calls: default_max_concurrent_calls(),
             epoch_tick: Duration::from_millis(5),
+            unused_warm_slots: DEFAULT_UNUSED_WARM_SLOTS,
         }
     }
 }
@@ -306,7 +330,8 @@ impl Runtime {
             // first-touch costs: fresh calls went from ~3.3x to ~2.5x native in a measurement.
             .linear_memory_keep_resident(16 << 20)
             .table_keep_resident(64 << 10)
-            .pagemap_scan(wasmtime::Enabled::Auto);
+            .pagemap_scan(wasmtime::Enabled::Auto)
+            .max_unused_warm_slots(config.unused_warm_slots);
         let optimized = Compiler::new(
             Strategy::Cranelift,
             InstanceAllocationStrategy::Pooling(pool),
@@ -338,6 +363,18 @@ impl Runtime {
     /// Instance slots no loaded plugin has reserved.
     pub fn free_instance_slots(&self) -> usize {
         self.slots.left()
+    }
+
+    /// What the instance pool keeps in memory for instances that are not running: the
+    /// resident memory a replaced plugin version can leave behind.
+    pub fn pool_usage(&self) -> PoolUsage {
+        let metrics = self.optimized.engine.pooling_allocator_metrics();
+        PoolUsage {
+            unused_warm_memories: metrics.as_ref().map_or(0, |m| m.unused_warm_memories()),
+            unused_memory_bytes_resident: metrics
+                .as_ref()
+                .map_or(0, |m| m.unused_memory_bytes_resident()),
+        }
     }
 
     /// Reserves the default share of instance slots for a plugin being loaded from `path`.
@@ -504,6 +541,20 @@ impl Runtime {
 
     fn deadline_ticks(&self, limit: Duration) -> u64 {
         (limit.as_nanos() / self.epoch_tick.as_nanos().max(1)) as u64 + 1
+    }
+}
+
+/// Gives the C allocator's free memory back to the system. Loading a plugin allocates and
+/// frees a great deal (the component's bytes, the compiler's state on each of its threads),
+/// and glibc keeps what each thread's arena freed: without this, a host that swaps plugins
+/// holds that memory as if the replaced versions were still loaded. Call it once a load or a
+/// swap is done; it costs a walk of the arenas (well under a millisecond here).
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code)]
+    // SAFETY: malloc_trim only returns whole free pages of the allocator's own arenas.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
