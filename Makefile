@@ -13,6 +13,8 @@ IMAGE_PLUGINS := memcached mysql
 # Test-only plugins: hostile guests, another contract version, a parent kind of its own for
 # the CRD-ownership tests (squatter), the v2 Memcached.
 TEST_PLUGINS := hostile wrong-contract squatter staged
+# Builds of the hostile plugin whose declarations lie about a kind (plugins/hostile features).
+HOSTILE_LIES := lie-child-plural lie-related-plural lie-scope
 # Example plugins `make demo` does not serve: plugins/redis, written as a third-party author
 # would with the SDK (checked by the conformance tests).
 EXAMPLE_PLUGINS := redis
@@ -147,6 +149,11 @@ test-plugins: plugins python-test-plugins js-test-plugins go-test-plugins
 	# The v2 variant has a target dir of its own, so neither build invalidates the other.
 	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variant-v2 cargo build --target wasm32-wasip2 --profile plugin -p memcached --features v2
 	cp $(CARGO_TARGET_DIR)/variant-v2/wasm32-wasip2/plugin/memcached.wasm $(TEST_PLUGINS_DIR)/memcached-v2.wasm
+	# The hostile plugin's declarations that spell a kind to reach another resource.
+	for lie in $(HOSTILE_LIES); do \
+		CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variant-hostile cargo build --target wasm32-wasip2 --profile plugin -p hostile --features $$lie && \
+		cp $(CARGO_TARGET_DIR)/variant-hostile/wasm32-wasip2/plugin/hostile.wasm $(TEST_PLUGINS_DIR)/hostile-$$lie.wasm || exit 1; \
+	done
 
 # fleet is built alone: with memcached in the same command, cargo would unify memcached's
 # `export` feature into it and fleet.wasm would carry two guests.
@@ -232,6 +239,7 @@ bench: test-plugins
 	cargo bench -p operator-host --bench sandbox
 	cargo bench -p operator-host --bench reload
 	cargo bench -p operator-host --bench languages
+	cargo bench -p operator-host --bench swap_memory
 
 # The Memcached plugin in each guest language: size, compile, cache load, fresh-instance call,
 # against the Rust logic run natively (host/benches/languages.rs).
@@ -256,13 +264,14 @@ demo:
 # controller; re-convergence after a hot swap vs convergence from scratch; the API writes of a
 # status-counter plugin with the policy's write protections relaxed vs the defaults; the
 # takeover after a leader is killed; a new version through an OperatorPlugin vs the plugin
-# directory.
+# directory; the host's memory across 100 hot swaps per guest language vs a fresh host.
 bench-cluster: test-plugins
 	cargo bench -p operator-host-tests --bench convergence
 	cargo bench -p operator-host-tests --bench hot_swap
 	cargo bench -p operator-host-tests --bench write_budget
 	cargo bench -p operator-host-tests --bench takeover
 	cargo bench -p operator-host-tests --bench plugin_rollout
+	cargo bench -p operator-host-tests --bench swap_memory
 
 # Scale on the devcluster (tests/benches/scale.rs): 10 operands in one host vs 10 native
 # controllers, RSS per parent at 10,000 parents, restart with 10 plugins, 1 vs 3 sharded

@@ -192,6 +192,10 @@ enum Command {
         /// How to reach the registry of plugins given as references.
         #[command(flatten)]
         registry: RegistryArgs,
+        /// Check the plugins' custom resource kinds against this cluster's discovery, as `run`
+        /// does before it serves them (the release's own kinds are checked without a cluster).
+        #[arg(long, value_name = "PATH")]
+        kubeconfig: Option<PathBuf>,
     },
     /// Print the children and status a plugin computes for each CR of a file, without a
     /// cluster.
@@ -688,6 +692,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             leader_election,
             plugins_from_cluster,
             registry,
+            kubeconfig,
         } => {
             let mut declarations = Vec::new();
             for plugin in &plugins {
@@ -696,6 +701,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     eprintln!("warning: plugin {}: {warning}", plugin.decl.name);
                 }
                 declarations.push(plugin.decl);
+            }
+            if let Some(path) = &kubeconfig {
+                block_on(async {
+                    let client = kube::Client::try_from(kube_config(Some(path)).await?)
+                        .context("creating the Kubernetes client")?;
+                    for decl in &declarations {
+                        controller::check_served_kinds(&client, decl).await?;
+                    }
+                    anyhow::Ok(())
+                })??;
             }
             let lease = leader_election.leader_elect.then(|| rbac::LeaseName {
                 namespace: leader_election.namespace(),

@@ -2,6 +2,8 @@
 //!
 //! - [`runtime`]: the wasm engine, compile cache and sandboxed calls (knows nothing of Kubernetes).
 //! - [`plugin`]: a loaded plugin whose declaration (`info`) was validated.
+//! - [`kinds`]: the release's kinds: a declared kind must be one of them as the API server
+//!   serves it (plural, scope).
 //! - [`plan`]: the one pure function from plugin output to what the host will do.
 //! - [`related`]: the other objects a plugin reads, chosen and presented the same in `run`
 //!   and `render`; [`labels`] parses the label selectors that choose them.
@@ -23,6 +25,7 @@ pub mod conformance;
 pub mod controller;
 pub mod faults;
 pub mod files;
+pub mod kinds;
 pub mod labels;
 pub mod leader;
 pub mod metrics;

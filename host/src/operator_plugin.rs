@@ -167,6 +167,11 @@ pub enum Error {
     },
     #[error("cannot write the status of OperatorPlugin {name}: {source}")]
     WriteStatus { name: String, source: kube::Error },
+    #[error(
+        "spec.verify.keys[{index}] (key {fingerprint}) is not one of the policy's signatureKeys: \
+         where the policy names signature keys, only they are trusted"
+    )]
+    UntrustedKey { index: usize, fingerprint: String },
 }
 
 /// Pulled artifacts on disk, by manifest digest: a host that restarts while the registry is
@@ -571,7 +576,12 @@ async fn access(spec: &OperatorPluginSpec, config: &Config) -> Result<Access, Er
     })
 }
 
-/// The keys `resource`'s artifact must be signed with, if it must be signed.
+/// The keys `resource`'s artifact must be signed with, if it must be signed. When the policy
+/// names `signatureKeys`, they are the only publishers trusted (an allow-list, as sigstore's
+/// policy-controller and Kubewarden keep it): `spec.verify.keys` may choose among them, never
+/// add one, so whoever may write an OperatorPlugin cannot vouch for their own artifact. Without
+/// policy keys, `spec.verify.keys` pins the author's key: that answers a tampered registry, not
+/// an untrusted author.
 fn required_keys(
     resource: &OperatorPlugin,
     config: &Config,
@@ -583,23 +593,48 @@ fn required_keys(
         .as_ref()
         .map(|v| v.keys.clone())
         .unwrap_or_default();
-    if !rules.require_signature && own.is_empty() {
+    trusted_keys(rules.require_signature, &own, &rules.signature_keys)
+}
+
+/// [`required_keys`] from the policy's `requireSignature` and `signatureKeys` and the
+/// OperatorPlugin's `spec.verify.keys` (`own`).
+fn trusted_keys(
+    require_signature: bool,
+    own: &[String],
+    signature_keys: &[String],
+) -> Result<Option<Vec<crate::signature::PublicKey>>, Error> {
+    if !require_signature && own.is_empty() {
         return Ok(None);
     }
-    let mut keys = Vec::new();
+    let mut own_keys = Vec::new();
     for (index, pem) in own.iter().enumerate() {
-        keys.push(crate::signature::PublicKey::from_pem(
+        own_keys.push(crate::signature::PublicKey::from_pem(
             pem,
             &format!("spec.verify.keys[{index}]"),
         )?);
     }
-    for (index, pem) in rules.signature_keys.iter().enumerate() {
-        keys.push(crate::signature::PublicKey::from_pem(
+    let mut trusted = Vec::new();
+    for (index, pem) in signature_keys.iter().enumerate() {
+        trusted.push(crate::signature::PublicKey::from_pem(
             pem,
             &format!("the policy's signatureKeys[{index}]"),
         )?);
     }
-    Ok(Some(keys))
+    if trusted.is_empty() {
+        return Ok(Some(own_keys));
+    }
+    if own_keys.is_empty() {
+        return Ok(Some(trusted));
+    }
+    for (index, key) in own_keys.iter().enumerate() {
+        if !trusted.iter().any(|t| t.same_key(key)) {
+            return Err(Error::UntrustedKey {
+                index,
+                fingerprint: key.fingerprint.clone(),
+            });
+        }
+    }
+    Ok(Some(own_keys))
 }
 
 /// Checks `digest`'s signatures against `keys`: those that verified it before (kept in the
@@ -769,6 +804,9 @@ async fn reconcile(resource: Arc<OperatorPlugin>, context: Arc<Context>) -> Resu
                 }
                 Error::Key(_) => {
                     set_condition(&mut status, "Verified", "False", "InvalidKey", &message)
+                }
+                Error::UntrustedKey { .. } => {
+                    set_condition(&mut status, "Verified", "False", "UntrustedKey", &message)
                 }
                 _ => set_condition(&mut status, "Pulled", "False", "PullFailed", &message),
             }
@@ -950,6 +988,43 @@ mod tests {
             .map(|c| c.name.clone())
             .collect();
         assert_eq!(columns, ["Digest", "Serving", "Age"]);
+    }
+
+    #[test]
+    fn the_policys_signature_keys_are_the_only_publishers_trusted_when_it_names_any() {
+        let (_, admin) = crate::signature::PrivateKey::generate();
+        let (_, author) = crate::signature::PrivateKey::generate();
+        let fingerprints = |keys: Option<Vec<crate::signature::PublicKey>>| -> Vec<String> {
+            keys.unwrap_or_default()
+                .into_iter()
+                .map(|k| k.fingerprint)
+                .collect()
+        };
+        let fingerprint = |pem: &str| {
+            crate::signature::PublicKey::from_pem(pem, "k")
+                .unwrap()
+                .fingerprint
+        };
+        // No policy keys: the OperatorPlugin pins its author's key (a tampered registry).
+        let pinned = trusted_keys(false, std::slice::from_ref(&author), &[]).unwrap();
+        assert_eq!(fingerprints(pinned), [fingerprint(&author)]);
+        assert!(trusted_keys(false, &[], &[]).unwrap().is_none());
+        // Policy keys: the only publishers; spec.verify.keys may choose among them only.
+        let admin_keys = std::slice::from_ref(&admin);
+        let only_admin = trusted_keys(true, &[], admin_keys).unwrap();
+        assert_eq!(fingerprints(only_admin), [fingerprint(&admin)]);
+        let chosen = trusted_keys(true, admin_keys, admin_keys).unwrap();
+        assert_eq!(fingerprints(chosen), [fingerprint(&admin)]);
+        let vouched = trusted_keys(true, &[admin.clone(), author.clone()], admin_keys);
+        match vouched {
+            Err(Error::UntrustedKey {
+                index,
+                fingerprint: f,
+            }) => {
+                assert_eq!((index, f), (1, fingerprint(&author)));
+            }
+            other => panic!("an author's own key was trusted: {other:?}"),
+        }
     }
 
     #[test]

@@ -282,6 +282,36 @@ pub fn holds(object: &Value, desired: &Value) -> bool {
     }
 }
 
+/// The paths (`data.version`, `spec.replicas`, `spec.template.spec.containers[0].image`) of
+/// the fields of `desired` whose values `object` does not hold: what an apply of `desired`
+/// would change.
+pub fn differing_fields(object: &Value, desired: &Value) -> Vec<String> {
+    fn walk(object: &Value, desired: &Value, path: &str, out: &mut Vec<String>) {
+        match (desired, object) {
+            (Value::Object(fields), Value::Object(values)) => {
+                for (key, field) in fields {
+                    let path = if path.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{path}.{key}")
+                    };
+                    walk(values.get(key).unwrap_or(&Value::Null), field, &path, out);
+                }
+            }
+            (Value::Array(items), Value::Array(values)) if items.len() == values.len() => {
+                for (index, (item, value)) in items.iter().zip(values).enumerate() {
+                    walk(value, item, &format!("{path}[{index}]"), out);
+                }
+            }
+            (desired, object) if desired != object => out.push(path.to_string()),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(object, desired, "", &mut out);
+    out
+}
+
 /// `object` without `metadata.managedFields`: bookkeeping of the API server that no plugin
 /// needs, and often the largest part of an object.
 fn without_managed_fields(object: &Value) -> std::borrow::Cow<'_, Value> {

@@ -284,7 +284,23 @@ fn check_kind(kind: &KindRef, is_parent: bool) -> Result<(), String> {
             kind.version, kind.kind
         ));
     }
-    check_dns_label(&kind.plural).map_err(|p| format!("plural: {p}"))
+    // Each is a segment of the URLs the host requests and of the rules `rbac` grants: a `/`
+    // or a `*` would reach other resources than the kind the policy judges.
+    if !kind.group.is_empty() {
+        crate::plan::check_dns_subdomain(&kind.group).map_err(|p| format!("group: {p}"))?;
+    }
+    check_dns_label(&kind.version).map_err(|p| format!("version: {p}"))?;
+    if !kind.kind.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(format!("kind {:?} must be alphanumeric", kind.kind));
+    }
+    check_dns_label(&kind.plural).map_err(|p| format!("plural: {p}"))?;
+    crate::kinds::check_builtin(
+        &kind.group,
+        &kind.version,
+        &kind.kind,
+        &kind.plural,
+        kind.namespaced,
+    )
 }
 
 /// Declares the status fields the host itself writes (`observedGeneration`, `conditions`)
@@ -422,6 +438,52 @@ mod tests {
         assert!(check_version("1.2.3-rc.1").is_ok());
         assert!(check_version("1.2").is_err());
         assert!(check_version("v1.2.3").is_err());
+    }
+
+    #[test]
+    fn a_kind_that_names_another_resource_or_an_unsafe_url_segment_is_refused() {
+        let kind =
+            |group: &str, version: &str, kind: &str, plural: &str, namespaced: bool| KindRef {
+                group: group.into(),
+                version: version.into(),
+                kind: kind.into(),
+                plural: plural.into(),
+                namespaced,
+            };
+        assert!(check_kind(&kind("", "v1", "ConfigMap", "configmaps", true), false).is_ok());
+        for (lie, expected) in [
+            (
+                kind("", "v1", "ConfigMap", "secrets", true),
+                "\"configmaps\"",
+            ),
+            (
+                kind("", "v1", "ConfigMap", "configmaps", false),
+                "namespaced",
+            ),
+            (kind("", "v1", "Ghost", "secrets", true), "v1 Secret"),
+            (
+                kind(
+                    "rbac.authorization.k8s.io",
+                    "v1",
+                    "Role",
+                    "clusterroles",
+                    true,
+                ),
+                "roles",
+            ),
+            (kind("*", "v1", "Widget", "widgets", true), "group"),
+            (
+                kind("example.com", "v1/../..", "Widget", "widgets", true),
+                "version",
+            ),
+            (
+                kind("example.com", "v1", "Wid/get", "widgets", true),
+                "alphanumeric",
+            ),
+        ] {
+            let refused = check_kind(&lie, false).unwrap_err();
+            assert!(refused.contains(expected), "{lie:?}: {refused}");
+        }
     }
 
     fn widget_kind() -> KindRef {

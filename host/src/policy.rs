@@ -213,15 +213,19 @@ pub enum ServiceAccountReferences {
 /// - `sha256` (plugin entries only): the only content that may serve as this plugin.
 /// - `maxChildren`: 1000 (also the host's hard cap).
 /// - `minRequeueSeconds`: 5: the shortest `requeueAfterMs` honoured.
-/// - `writeBudget`: 100 writes per second, bursts of 1000, shared by all parents of a plugin.
+/// - `writeBudget`: 100 writes per second, bursts of 1000, shared by all parents of a plugin;
+///   each parent may spend a tenth of it (at least 1/s, bursts of 10).
 /// - `statusChurnLimit`: 5 status changes in a row with no change of the parent's
-///   generation or of its observed children make the parent `StatusNotConverging`.
+///   generation or of its observed children make the parent `StatusNotConverging`; as many
+///   reconciles in a row that change a child only the host changed since, with the parent's
+///   generation, labels, annotations and related objects unchanged, `ChildrenNotConverging`.
 /// - `limits`: the command line's limits.
 /// - `requireSignature`: `false`; when `true`, a plugin from an `OperatorPlugin` serves only
 ///   if a cosign signature of its artifact verifies with one of its keys (a file of the plugin
 ///   directory is the administrator's own: pin it with `sha256`).
 /// - `signatureKeys`: none; PEM public keys (ECDSA P-256) trusted for every plugin of this
-///   entry, besides its OperatorPlugin's `spec.verify.keys`.
+///   entry. When given, they are the only ones: an OperatorPlugin's `spec.verify.keys` may
+///   name some of them, never another.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Rules {

@@ -92,6 +92,11 @@ impl PublicKey {
         let fingerprint = hex::encode(&Sha256::digest(der.as_bytes())[..8]);
         Ok(PublicKey { key, fingerprint })
     }
+
+    /// Whether `other` is the same key, whatever its PEM's layout.
+    pub fn same_key(&self, other: &PublicKey) -> bool {
+        self.key == other.key
+    }
 }
 
 /// A private key to sign with.

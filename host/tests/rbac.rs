@@ -158,3 +158,39 @@ fn bad_policies_and_refused_plugins_exit_2_with_the_reason() {
     assert_eq!(output.status.code(), Some(2));
     assert!(Path::new(plugin).exists());
 }
+
+#[test]
+fn kinds_spelled_to_reach_another_resource_are_refused_by_rbac_render_and_inspect_alike() {
+    for (lie, expected) in [
+        (
+            "hostile-lie-child-plural",
+            "the API server serves v1 ConfigMap as \"configmaps\"",
+        ),
+        (
+            "hostile-lie-related-plural",
+            "the API server serves v1 ConfigMap as \"configmaps\"",
+        ),
+        (
+            "hostile-lie-scope",
+            "cluster-scoped; the API server serves v1 ConfigMap",
+        ),
+    ] {
+        let plugin = util::test_plugin(lie);
+        let plugin = plugin.to_str().unwrap();
+        let example = util::example("memcached.yaml");
+        for command in [
+            vec!["rbac", plugin],
+            vec!["inspect", plugin],
+            vec!["render", plugin, util::path_str(&example)],
+        ] {
+            let output = operator_host(&command);
+            let stderr = util::stderr(&output);
+            assert!(!output.status.success(), "{command:?} accepted {lie}");
+            assert!(stderr.contains(expected), "{command:?}: {stderr}");
+            assert!(
+                util::stdout(&output).is_empty(),
+                "{command:?} printed something for {lie}: nothing may be granted"
+            );
+        }
+    }
+}

@@ -1063,3 +1063,196 @@ async fn a_child_kind_that_cannot_be_listed_is_reported_and_holds_up_nothing_els
     );
     ns.cleanup_and_wait(TIMEOUT).await.unwrap();
 }
+
+/// The times until each of `count` new Attacks `<prefix>-<i>` (attack `none`, the same plugin
+/// as the attack) has its ConfigMap, seen by a watch of the namespace's ConfigMaps.
+async fn neighbour_latencies(corpus: &Corpus, prefix: &str, count: usize) -> Vec<Duration> {
+    let config_maps: Api<ConfigMap> = corpus.ns.api();
+    let mut seen = watcher(config_maps, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let mut latencies = Vec::new();
+    for i in 0..count {
+        tokio::time::sleep(SETTLE).await;
+        let name = format!("{prefix}-{i}");
+        let started = Instant::now();
+        create(
+            &corpus.attacks,
+            &attack_resource(),
+            &name,
+            json!({"attack": "none"}),
+        )
+        .await;
+        tokio::time::timeout(TIMEOUT, async {
+            while let Some(Ok(config_map)) = seen.next().await {
+                if config_map.name_any() == name {
+                    return;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no ConfigMap for Attack {name}"));
+        latencies.push(started.elapsed());
+    }
+    latencies
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_derived_from_its_own_writes_stops_converging_and_its_neighbours_keep_their_pace() {
+    // The ConfigMap carries the resourceVersion the host's last apply gave it: every apply
+    // changes it, and every change reconciles the Attack again.
+    let spec = json!({"attack": "child-churn"});
+    let corpus = attack(
+        "hostile-child-churn",
+        spec.clone(),
+        "ChildrenNotConverging",
+        "ConfigMap attack",
+    )
+    .await;
+    let condition = corpus.wait_for_reason("ChildrenNotConverging").await;
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(message.contains("data.written"), "{message}");
+    // Once stopped, the child is left alone: measured on the API server.
+    let rate = corpus
+        .writes_per_second(
+            "PATCH",
+            "configmaps",
+            "",
+            tokio::time::sleep(Duration::from_secs(10)),
+        )
+        .await;
+    println!(
+        "hostile corpus, child churn: {rate:.2} ConfigMap writes/s after ChildrenNotConverging"
+    );
+    assert!(rate < 0.5, "{rate} ConfigMap writes per second");
+
+    // Parents of the same plugin keep their pace beside it: alone, then beside the attack
+    // started afresh (its churn and its retries), in alternating blocks.
+    let (mut alone, mut beside) = (Vec::new(), Vec::new());
+    for block in 0..BLOCKS {
+        corpus
+            .switch_attack(&json!({"attack": "idle"}), false)
+            .await;
+        alone.extend(neighbour_latencies(&corpus, &format!("alone-{block}"), 4).await);
+        corpus.switch_attack(&spec, true).await;
+        beside.extend(neighbour_latencies(&corpus, &format!("beside-{block}"), 4).await);
+    }
+    let (alone, beside) = (median(&alone), median(&beside));
+    let ratio = beside.as_secs_f64() / alone.as_secs_f64();
+    println!(
+        "hostile corpus, child churn: a neighbour Attack's create -> ConfigMap, median: alone \
+         {:.1} ms, beside the churning one {:.1} ms ({ratio:.2}x, limit {MAX_SLOWDOWN}x)",
+        alone.as_secs_f64() * 1e3,
+        beside.as_secs_f64() * 1e3,
+    );
+    assert!(
+        ratio <= MAX_SLOWDOWN,
+        "a neighbour of the churning Attack slowed down {ratio:.2}x"
+    );
+    // The neighbours hold the host's finalizer: delete them while it runs.
+    for block in 0..BLOCKS {
+        for prefix in ["alone", "beside"] {
+            for i in 0..4 {
+                let name = format!("{prefix}-{block}-{i}");
+                corpus
+                    .attacks
+                    .delete(&name, &DeleteParams::background())
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    wait_for("the neighbours finalized", TIMEOUT, || async {
+        let left = corpus.attacks.list(&Default::default()).await?;
+        Ok((left.items.len() <= 1).then_some(()))
+    })
+    .await
+    .unwrap();
+    corpus.finish().await;
+}
+
+/// Serves `plugin` (a build of the hostile plugin that spells a kind to reach another
+/// resource) beside a Secret: the host must refuse it at load, read no Secret and write
+/// nothing; returns the host's log of the refusal (its metrics).
+async fn refused_spelling(test: &str, plugin: &str, expected: &str) {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let ns = TestNamespace::new(test).await.unwrap();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "db-credentials"}, "stringData": {"password": "hunter2"}
+    }))
+    .unwrap();
+    ns.api::<Secret>()
+        .create(&Default::default(), &secret)
+        .await
+        .unwrap();
+    let client = ns.client();
+    let reads = || async {
+        let mut total = 0;
+        for verb in ["LIST", "WATCH", "GET"] {
+            total += apiserver_requests(&client, verb, "secrets", "")
+                .await
+                .unwrap();
+        }
+        total
+    };
+    let before = reads().await;
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        plugin_path("test-plugins", plugin),
+        plugins.path().join("hostile.wasm"),
+    )
+    .unwrap();
+    let host = Host::start_dir(plugins.path().to_path_buf(), &[ns.name()]).await;
+    let metrics = host.metrics.encode();
+    assert!(
+        metrics.contains(
+            "operator_host_plugin_reloads_total{plugin=\"hostile\",result=\"rejected\"} 1"
+        ),
+        "{plugin} was not refused: {metrics}"
+    );
+    assert!(
+        !metrics.contains("operator_host_plugin{"),
+        "{plugin} serves: {metrics}"
+    );
+    // What the host may not do is not done later either.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = reads().await;
+    assert_eq!(
+        after, before,
+        "Secrets were read while the host refused {plugin}"
+    );
+    println!("hostile corpus, {plugin}: refused at load ({expected}), no Secret read");
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_related_kind_spelled_with_the_secrets_plural_is_refused_and_nothing_is_read() {
+    refused_spelling(
+        "hostile-lie-related",
+        "hostile-lie-related-plural",
+        "related ConfigMap as secrets",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_kind_spelled_with_the_secrets_plural_is_refused_and_nothing_is_read() {
+    refused_spelling(
+        "hostile-lie-child",
+        "hostile-lie-child-plural",
+        "child ConfigMap as secrets",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_kind_with_a_scope_lie_is_refused() {
+    refused_spelling(
+        "hostile-lie-scope",
+        "hostile-lie-scope",
+        "ConfigMap as cluster-scoped",
+    )
+    .await;
+}

@@ -13,6 +13,7 @@
 //! kinds changed), and a removed file stops them without touching what they manage.
 
 mod crd;
+mod discovery;
 mod handover;
 mod reconcile;
 
@@ -46,6 +47,7 @@ use crate::shard::{self, Sharding};
 use crate::watch;
 
 pub use crd::install_crd;
+pub use discovery::check_served_kinds;
 pub use handover::PLUGIN_REMOVED;
 pub use reconcile::{Error, FINALIZER};
 
@@ -68,6 +70,8 @@ pub enum RunError {
     CrdAwaitsLeader { plugin: String, crd: String },
     #[error(transparent)]
     OperatorPlugin(#[from] operator_plugin::Error),
+    #[error(transparent)]
+    Kinds(#[from] discovery::Error),
 }
 
 impl RunError {
@@ -76,6 +80,7 @@ impl RunError {
     fn is_about_content(&self) -> bool {
         match self {
             RunError::Crd(error) => error.is_about_content(),
+            RunError::Kinds(error) => error.is_about_content(),
             RunError::Watch(_)
             | RunError::Metrics(_)
             | RunError::CrdAwaitsLeader { .. }
@@ -212,6 +217,8 @@ pub struct PluginContext {
     /// The plugin's write budget (`writeBudget`), shared by all its parents in every
     /// namespace: each API write a reconcile causes waits for a token.
     pub write_budget: Arc<governor::DefaultDirectRateLimiter>,
+    /// Each parent's share of it.
+    pub write_share: reconcile::WriteShare,
     /// Becomes true when the controller stops: a reconcile waiting for caches then gives up
     /// (the watches that would fill them are no longer polled).
     pub stopping: tokio::sync::watch::Receiver<bool>,
@@ -295,7 +302,9 @@ impl PluginController {
         let policy = plugin.policy.clone();
         let current = Arc::new(ArcSwap::new(plugin.clone()));
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let write_budget = Arc::new(write_budget(policy.rules(&plugin.decl.name)));
+        let rules = policy.rules(&plugin.decl.name);
+        let write_budget = Arc::new(write_budget(rules));
+        let write_share = reconcile::WriteShare::of(rules.writes_per_second, rules.write_burst);
         let call_slots = Arc::new(Semaphore::new(
             policy
                 .max_concurrent_calls(&plugin.decl.name)
@@ -347,6 +356,11 @@ impl PluginController {
                     scope.members.clone(),
                     config.leadership.clone(),
                     metrics.clone(),
+                    format!(
+                        "{}sharding {}",
+                        unavailable_prefix(&plugin.decl.name),
+                        namespace.as_deref().unwrap_or("all namespaces")
+                    ),
                 );
                 let mut stopped = stopped.clone();
                 sharders.push(tokio::spawn(sharder.run(async move {
@@ -364,6 +378,7 @@ impl PluginController {
                 call_slots: call_slots.clone(),
                 parents,
                 write_budget: write_budget.clone(),
+                write_share,
                 stopping,
                 leadership: write_gate.clone(),
                 shard: shard_name.clone(),
@@ -372,6 +387,9 @@ impl PluginController {
             tracing::info!(plugin = %plugin.decl.name, parent = %plugin.decl.parent, children = plugin.decl.children.len(), %scope, "controller starting");
             // A host that becomes the leader reconciles every parent: as a standby it did not.
             let triggered = futures::stream::select(triggered, write_gate.gained());
+            // The name only: the task outlives this version, which must go once replaced.
+            let name = plugin.decl.name.clone();
+            drop(plugin);
             let task = tokio::spawn(async move {
                 controller
                     .reconcile_all_on(triggered)
@@ -383,7 +401,7 @@ impl PluginController {
                         }
                     })
                     .await;
-                tracing::info!(plugin = %plugin.decl.name, %scope, "controller stopped");
+                tracing::info!(plugin = %name, %scope, "controller stopped");
             });
             tasks.push((task, parent_cache));
             reconcile_all.push(trigger);
@@ -675,6 +693,7 @@ impl Supervisor {
             }
         }))
         .await;
+        let changed = !proposals.is_empty();
         for (proposal, crd_step) in proposals.into_iter().zip(crd_steps) {
             match self.carry_out(&proposal, crd_step).await {
                 Ok(()) => lock(registry).commit(&proposal),
@@ -686,6 +705,11 @@ impl Supervisor {
                     lock(registry).defer(&proposal, &error);
                 }
             }
+        }
+        if changed {
+            // What loading and compiling freed, and the versions replaced: given back now, not
+            // kept by the allocator as if they were still loaded.
+            crate::runtime::release_free_memory();
         }
         deferred
     }
@@ -700,6 +724,9 @@ impl Supervisor {
         let path = proposal.path().to_path_buf();
         if let Some(step) = crd_step {
             self.record_crd_step(&path, step?);
+        }
+        if let Proposal::Add { plugin } | Proposal::Replace { new: plugin, .. } = proposal {
+            discovery::check_served_kinds(&self.client, &plugin.decl).await?;
         }
         match proposal {
             Proposal::Add { plugin } => {
@@ -970,6 +997,7 @@ pub async fn run_with_metrics(
             Some(tier_up) = tiered_up.recv() => {
                 if let Some(optimized) = lock(&registry).finish_tier_up(tier_up) {
                     supervisor.tier_up(optimized);
+                    crate::runtime::release_free_memory();
                 }
                 false
             }

@@ -327,6 +327,29 @@ fn holds_agrees_with_the_projection_it_stands_for() {
     }
 }
 
+#[test]
+fn differing_fields_name_the_paths_an_apply_would_change_and_agree_with_holds() {
+    let cached = json!({
+        "metadata": {"name": "mc", "labels": {"a": "1"}},
+        "data": {"version": "41", "same": "x"},
+        "spec": {"ports": [{"port": 11211}]},
+    });
+    let desired = json!({
+        "metadata": {"labels": {"a": "1"}},
+        "data": {"version": "42", "same": "x"},
+        "spec": {"ports": [{"port": 11212}]},
+    });
+    assert_eq!(
+        differing_fields(&cached, &desired),
+        ["data.version", "spec.ports[0].port"]
+    );
+    assert!(differing_fields(&cached, &json!({"data": {"same": "x"}})).is_empty());
+    assert_eq!(
+        holds(&cached, &desired),
+        differing_fields(&cached, &desired).is_empty()
+    );
+}
+
 /// Children with contract 0.2.0's options, planned for `parent()`.
 fn plan_with(children: Vec<Child>, observed: &[Value]) -> Result<Plan, PlanError> {
     let response = ReconcileResponse {

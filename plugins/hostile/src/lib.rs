@@ -20,6 +20,44 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+/// Variants of the declaration that spell a kind to reach another resource, one per build
+/// feature (`make test-plugins` builds each as `hostile-<feature>.wasm`): the host must refuse
+/// every one at load, before it sends any request.
+mod spelling_lies {
+    use operator_host_sdk::bindings::operator_host::reconciler::types::{
+        GroupVersionKind, RelatedResource, RelatedSelector, SecretView,
+    };
+
+    /// `lie-child-plural`: the ConfigMap child kind with the plural of Secrets.
+    pub const CONFIG_MAP_PLURAL: &str = if cfg!(feature = "lie-child-plural") {
+        "secrets"
+    } else {
+        "configmaps"
+    };
+    /// `lie-scope`: the ConfigMap child kind declared cluster-scoped.
+    pub const CONFIG_MAP_NAMESPACED: bool = !cfg!(feature = "lie-scope");
+
+    /// `lie-related-plural`: every "ConfigMap" of the namespace to read, by the plural of
+    /// Secrets: their data in clear if the host believed it.
+    pub fn related() -> Vec<RelatedResource> {
+        if !cfg!(feature = "lie-related-plural") {
+            return Vec::new();
+        }
+        vec![RelatedResource {
+            name: "settings".into(),
+            kind: GroupVersionKind {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+                plural: "secrets".into(),
+                namespaced: true,
+            },
+            selector: RelatedSelector::LabelSelector("!operator-host.dev/none".into()),
+            secret_view: SecretView::Full,
+        }]
+    }
+}
+
 /// What the plugin should do when reconciling this CR.
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[kube(
@@ -213,8 +251,8 @@ impl Guest for Hostile {
                     group: String::new(),
                     version: "v1".into(),
                     kind: "ConfigMap".into(),
-                    plural: "configmaps".into(),
-                    namespaced: true,
+                    plural: spelling_lies::CONFIG_MAP_PLURAL.into(),
+                    namespaced: spelling_lies::CONFIG_MAP_NAMESPACED,
                 },
                 // Pod templates: what the Pod Security and reference rules must refuse.
                 GroupVersionKind {
@@ -236,7 +274,7 @@ impl Guest for Hostile {
             // Every Attack gets the host's finalizer; `hold-finalizer` keeps it until changed.
             needs_finalize: true,
             crd: serde_json::to_string(&Attack::crd()).unwrap_or_default(),
-            related: Vec::new(),
+            related: spelling_lies::related(),
         }
     }
 
@@ -361,6 +399,23 @@ impl Guest for Hostile {
                     status: json!({"count": previous + 1}).to_string(),
                     requeue_after_ms: (parent.spec.target == "requeue-now").then_some(0),
                 })
+            }
+            // A child derived from what the host last wrote: its data carries the
+            // resourceVersion the observed ConfigMap has, which every apply changes, and every
+            // change reconciles the parent again.
+            "child-churn" => {
+                let written = request
+                    .observed
+                    .iter()
+                    .filter_map(|o| serde_json::from_str::<serde_json::Value>(o).ok())
+                    .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == name.as_str())
+                    .and_then(|o| o["metadata"]["resourceVersion"].as_str().map(String::from))
+                    .unwrap_or_default();
+                let child = json!({
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+                    "data": {"written": written},
+                });
+                ok(vec![child.to_string()], json!({}))
             }
             "requeue-zero" => Ok(ReconcileResponse {
                 children: vec![in_place(config_map(&name))],

@@ -36,13 +36,13 @@ use kube::api::{
 use kube::runtime::events::EventType;
 use serde_json::Value;
 
-use super::backoff::{lock, state_key};
+use super::backoff::{ChildChurn, lock, state_key};
 use super::status::value_hash;
 use super::{Error, PluginContext, child_reference, publish, spend_write};
 use crate::controller::{FIELD_MANAGER, api_for};
 use crate::faults;
 use crate::metrics::KindLabels;
-use crate::plan::{Plan, PlannedChild, describe_wait, holds, is_ready, project};
+use crate::plan::{Plan, PlannedChild, describe_wait, differing_fields, holds, is_ready, project};
 use crate::plugin::{KindRef, Plugin};
 use crate::runtime::UpdateStrategy;
 
@@ -78,16 +78,26 @@ pub(super) async fn apply_children(
     plugin: &Plugin,
     plan: &Plan,
     observed: &[Value],
+    inputs: u64,
 ) -> Result<Applied, Error> {
     let mut outcome = Applied::default();
     // The child that closed the stage being applied, as the API server has it now.
     let mut barrier: Option<(&PlannedChild, Option<Value>)> = None;
     let mut parent_checked = false;
-    let last_applied = lock(&ctx.parents)
+    let (last_applied, last_written, churn) = lock(&ctx.parents)
         .get(&state_key(parent))
-        .map(|state| state.applied.clone())
+        .map(|state| {
+            (
+                state.applied.clone(),
+                state.written.clone(),
+                state.child_churn,
+            )
+        })
         .unwrap_or_default();
+    let churning = churning_child(plugin, plan, observed, &last_applied, &last_written);
+    check_child_churn(parent, ctx, plugin, inputs, churn, churning)?;
     let mut applied = std::collections::HashMap::with_capacity(plan.apply.len());
+    let mut written = std::collections::HashMap::with_capacity(plan.apply.len());
     for (index, planned) in plan.apply.iter().enumerate() {
         if let Some((closing, live)) = &barrier
             && closing.stage < planned.stage
@@ -131,6 +141,9 @@ pub(super) async fn apply_children(
         if unchanged || deleting || exists_as_is {
             ctx.metrics.applies_skipped.get_or_create(&labels()).inc();
             if !deleting {
+                if let Some(version) = last_written.get(&key) {
+                    written.insert(key.clone(), version.clone());
+                }
                 applied.insert(key, body);
             }
             if closes_stage {
@@ -155,7 +168,7 @@ pub(super) async fn apply_children(
             ensure_parent_current(parent, ctx, plugin).await?;
             parent_checked = true;
         }
-        let result = apply_believing(ctx, plugin, &api, kind, child, before.as_ref()).await;
+        let result = apply_believing(ctx, plugin, parent, &api, kind, child, before.as_ref()).await;
         let (before, after) = match result {
             Err(Error::Apply { source, .. }) if is_uid_conflict(&source) => {
                 // The object the host believed in was deleted or replaced since its cache saw
@@ -166,7 +179,8 @@ pub(super) async fn apply_children(
                     ensure_parent_current(parent, ctx, plugin).await?;
                     parent_checked = true;
                 }
-                let after = apply_believing(ctx, plugin, &api, kind, child, live.as_ref()).await?;
+                let after =
+                    apply_believing(ctx, plugin, parent, &api, kind, child, live.as_ref()).await?;
                 (live, after)
             }
             Err(Error::Apply { source, .. }) if is_immutable_refusal(&source) => {
@@ -193,6 +207,9 @@ pub(super) async fn apply_children(
         };
         faults::crash_point(faults::Step::Apply);
         ctx.metrics.applies.get_or_create(&labels()).inc();
+        if let Some(version) = after["metadata"]["resourceVersion"].as_str() {
+            written.insert(key.clone(), version.to_string());
+        }
         applied.insert(key, body);
         let change = child_change(child, before.as_ref(), &after);
         if closes_stage {
@@ -226,11 +243,101 @@ pub(super) async fn apply_children(
     }
     // Only the children of this plan: one it no longer returns is pruned, not remembered.
     // Children after a barrier that holds are not remembered either: they were not applied.
+    let mut states = lock(&ctx.parents);
+    let state = states.entry(state_key(parent)).or_default();
+    state.applied = applied;
+    state.written = written;
+    Ok(outcome)
+}
+
+/// A hash of what a parent's children may legitimately follow besides the children
+/// themselves: the parent's generation, labels and annotations, and its related objects
+/// except those this host manages for `plugin` (its own children read back would otherwise
+/// be a new input after every write).
+pub(super) fn churn_inputs(
+    parent: &DynamicObject,
+    related: &[crate::runtime::RelatedObjects],
+    plugin: &str,
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    parent.metadata.generation.hash(&mut hasher);
+    parent.labels().hash(&mut hasher);
+    parent.annotations().hash(&mut hasher);
+    let managed = |object: &str| {
+        let object: Value = serde_json::from_str(object).unwrap_or(Value::Null);
+        let labels = &object["metadata"]["labels"];
+        labels[crate::plan::MANAGED_BY_LABEL] == crate::plan::MANAGED_BY
+            && labels[crate::plan::PLUGIN_LABEL] == plugin
+    };
+    for related in related {
+        related.name.hash(&mut hasher);
+        let mut objects: Vec<&String> = related.objects.iter().filter(|o| !managed(o)).collect();
+        objects.sort();
+        objects.hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+/// The first child the plan changes although only this host changed it since its last apply
+/// (the cached child is still at the resourceVersion that apply left): its `Kind name`, and
+/// the fields that would change.
+fn churning_child(
+    plugin: &Plugin,
+    plan: &Plan,
+    observed: &[Value],
+    last_applied: &std::collections::HashMap<String, u64>,
+    last_written: &std::collections::HashMap<String, String>,
+) -> Option<(String, Vec<String>)> {
+    plan.apply.iter().find_map(|planned| {
+        let child = &planned.object;
+        let kind = plugin.decl.children.iter().find(|k| k.matches(child))?;
+        let name = child["metadata"]["name"].as_str()?;
+        let key = format!("{}/{}/{name}", kind.group, kind.kind);
+        if last_applied.get(&key)? == &value_hash(child) {
+            return None;
+        }
+        let cached = observed
+            .iter()
+            .find(|o| kind.matches(o) && o["metadata"]["name"] == name)?;
+        let version = cached["metadata"]["resourceVersion"].as_str()?;
+        (last_written.get(&key).map(String::as_str) == Some(version)).then(|| {
+            (
+                format!("{} {name}", kind.kind),
+                differing_fields(cached, child),
+            )
+        })
+    })
+}
+
+/// Refuses a plan that changes a child again when only this host changed it since its last
+/// apply and the parent's inputs are the same: a child derived from what the host itself last
+/// wrote (its resourceVersion, a counter) would otherwise be written, and reconciled again,
+/// without end. A child changed by anyone else (a controller filling its status, a user) is
+/// an input like any other and resets the count.
+fn check_child_churn(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    plugin: &Plugin,
+    inputs: u64,
+    churn: ChildChurn,
+    churning: Option<(String, Vec<String>)>,
+) -> Result<(), Error> {
+    let next = churn.next(inputs, churning.is_some());
     lock(&ctx.parents)
         .entry(state_key(parent))
         .or_default()
-        .applied = applied;
-    Ok(outcome)
+        .child_churn = next;
+    let limit = plugin.policy.rules(&plugin.decl.name).status_churn_limit;
+    match churning {
+        Some((child, fields)) if next.changes >= limit => Err(Error::ChildrenNotConverging {
+            plugin: plugin.decl.name.clone(),
+            child,
+            fields: fields.join(", "),
+            changes: limit,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// What the barrier child `closing` waits for, unless `live` (as the API server has it now)
@@ -254,7 +361,7 @@ async fn recreate(
 ) -> Result<(), Error> {
     let name = existing["metadata"]["name"].as_str().unwrap_or_default();
     let uid = existing["metadata"]["uid"].as_str().unwrap_or_default();
-    spend_write(ctx, &plugin.decl.name, "recreate").await;
+    spend_write(ctx, parent, &plugin.decl.name, "recreate").await;
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: Some(uid.to_string()),
@@ -406,6 +513,7 @@ async fn read_owned(
 async fn apply_believing(
     ctx: &PluginContext,
     plugin: &Plugin,
+    parent: &DynamicObject,
     api: &Api<DynamicObject>,
     kind: &KindRef,
     child: &Value,
@@ -419,7 +527,7 @@ async fn apply_believing(
     {
         labels.insert(crate::shard::SHARD_LABEL.into(), shard.as_str().into());
     }
-    spend_write(ctx, &plugin.decl.name, "apply").await;
+    spend_write(ctx, parent, &plugin.decl.name, "apply").await;
     let after = api
         .patch(
             name,

@@ -35,6 +35,36 @@ pub struct ParentState {
     /// whose body is the same again, and whose cached object still holds every field of it,
     /// needs no apply.
     pub(super) applied: HashMap<String, u64>,
+    /// By child: the resourceVersion this host's last apply left it at. A cached child still
+    /// at it was changed by no one else since.
+    pub(super) written: HashMap<String, String>,
+    /// The children's churn: how many reconciles in a row wanted another body for a child
+    /// that only this host had changed since, with the parent's generation, labels and
+    /// annotations unchanged (their hash).
+    pub(super) child_churn: ChildChurn,
+    /// The parent's own share of its plugin's write budget, so that one parent whose writes
+    /// never end cannot hold up the others.
+    pub(super) write_budget: Option<Arc<governor::DefaultDirectRateLimiter>>,
+}
+
+/// The churn of a parent's children (see [`ParentState::child_churn`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ChildChurn {
+    pub inputs: u64,
+    pub changes: u32,
+}
+
+impl ChildChurn {
+    /// The churn after a reconcile of a parent whose inputs hash to `inputs` and that
+    /// `churned` (wanted another body for a child only this host had changed since).
+    pub fn next(self, inputs: u64, churned: bool) -> ChildChurn {
+        let changes = match (churned, inputs == self.inputs) {
+            (false, _) => 0,
+            (true, true) => self.changes.saturating_add(1),
+            (true, false) => 1,
+        };
+        ChildChurn { inputs, changes }
+    }
 }
 
 /// Per-parent state of a controller.
@@ -89,6 +119,44 @@ pub(super) fn is_settled(states: &ParentStates, parent: &DynamicObject) -> bool 
     lock(states)
         .get(&state_key(parent))
         .is_some_and(|state| state.settled)
+}
+
+/// A parent's share of its plugin's write budget: a tenth of it (at least 1 write a second
+/// and a burst of 10), so one parent's writes can never use up the budget of all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteShare {
+    pub per_second: u32,
+    pub burst: u32,
+}
+
+impl WriteShare {
+    pub fn of(plugin_per_second: u32, plugin_burst: u32) -> WriteShare {
+        WriteShare {
+            per_second: (plugin_per_second / 10).max(1),
+            burst: (plugin_burst / 10).max(10),
+        }
+    }
+}
+
+/// The rate limiter of `parent`'s share of the write budget, made on its first write.
+pub(super) fn parent_write_budget(
+    states: &ParentStates,
+    parent: &DynamicObject,
+    share: &WriteShare,
+) -> Arc<governor::DefaultDirectRateLimiter> {
+    use std::num::NonZeroU32;
+    lock(states)
+        .entry(state_key(parent))
+        .or_default()
+        .write_budget
+        .get_or_insert_with(|| {
+            let per_second = NonZeroU32::new(share.per_second).unwrap_or(NonZeroU32::MIN);
+            let burst = NonZeroU32::new(share.burst).unwrap_or(NonZeroU32::MIN);
+            Arc::new(governor::RateLimiter::direct(
+                governor::Quota::per_second(per_second).allow_burst(burst),
+            ))
+        })
+        .clone()
 }
 
 /// Forgets everything about `parent` (its deletion completed).
@@ -180,6 +248,25 @@ mod tests {
         let mut left: Vec<String> = lock(&states).keys().cloned().collect();
         left.sort();
         assert_eq!(left, ["2"]);
+    }
+
+    #[test]
+    fn child_churn_counts_only_changes_in_a_row_with_the_same_parent_inputs() {
+        let start = ChildChurn::default();
+        let once = start.next(7, true);
+        assert_eq!(once.changes, 1);
+        let thrice = once.next(7, true).next(7, true);
+        assert_eq!(thrice.changes, 3);
+        assert_eq!(
+            thrice.next(8, true).changes,
+            1,
+            "a changed parent starts again"
+        );
+        assert_eq!(
+            thrice.next(7, false).changes,
+            0,
+            "a reconcile that changes no child ends the run"
+        );
     }
 
     #[test]

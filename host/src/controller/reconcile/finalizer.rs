@@ -96,7 +96,7 @@ async fn json_patch_parent(
 ) -> Result<(), Error> {
     // Built from literals above, so it always has the shape of a JSON patch.
     let patch: json_patch::Patch = serde_json::from_value(operations).unwrap_or_default();
-    spend_write(ctx, &ctx.plugin.load().decl.name, "finalizer").await;
+    spend_write(ctx, parent, &ctx.plugin.load().decl.name, "finalizer").await;
     api.patch(
         &parent.name_any(),
         &PatchParams::default(),

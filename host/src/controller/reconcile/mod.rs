@@ -32,7 +32,7 @@ use crate::plugin::Plugin;
 use backoff::{forget, record_success};
 use finalizer::DeletionStep;
 
-pub use backoff::{ParentStates, error_policy, forget_gone_parents};
+pub use backoff::{ParentStates, WriteShare, error_policy, forget_gone_parents};
 pub use finalizer::{FINALIZER, holds as holds_finalizer};
 pub(crate) use prune::delete_target;
 pub(crate) use status::patch_parent_status;
@@ -89,6 +89,18 @@ pub enum Error {
     )]
     StatusNotConverging { plugin: String, changes: u32 },
     #[error(
+        "the plugin wanted another {child} on {changes} reconciles in a row while the \
+         parent's generation, labels and annotations stayed the same and nothing but the host \
+         changed the child; what a child holds must follow from its inputs (fields that keep \
+         changing: {fields}; statusChurnLimit is {changes} for plugin {plugin})"
+    )]
+    ChildrenNotConverging {
+        plugin: String,
+        child: String,
+        fields: String,
+        changes: u32,
+    },
+    #[error(
         "{name:?} was changed, deleted or replaced since the host's cache saw it; nothing \
          is written from that view, and what the cache has next is reconciled"
     )]
@@ -122,6 +134,7 @@ impl Error {
             Error::Finalizer(_) => "FinalizerFailed",
             Error::PluginTask(_) => "PluginUnavailable",
             Error::StatusNotConverging { .. } => "StatusNotConverging",
+            Error::ChildrenNotConverging { .. } => "ChildrenNotConverging",
             Error::ChildKindUnavailable { .. } => "ChildKindUnavailable",
             Error::RelatedKindUnavailable { .. } => "RelatedKindUnavailable",
             Error::StaleParent { .. } => "StaleParent",
@@ -257,6 +270,7 @@ async fn reconcile_parent(
     let observed = observed_children(parent, ctx).await?;
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
     let related = related_objects(&parent_json, ctx, plugin).await?;
+    let inputs = apply::churn_inputs(parent, &related, &decl.name);
     let plan = call_plan(ctx, plugin, parent_json.clone(), observed.clone(), related).await?;
     plugin
         .policy
@@ -266,7 +280,7 @@ async fn reconcile_parent(
     if decl.needs_finalize && !finalizer::holds(parent) {
         finalizer::add(parent, ctx, &api).await?;
     }
-    let applied = apply::apply_children(parent, ctx, plugin, &plan, &observed).await?;
+    let applied = apply::apply_children(parent, ctx, plugin, &plan, &observed, inputs).await?;
     let status = match &applied.waiting {
         // Held at a barrier: nothing is pruned until every stage is applied.
         Some(waiting) => {
@@ -562,8 +576,11 @@ async fn call_plan(
     Ok(plan?)
 }
 
-/// Waits for a token of the plugin's write budget, then counts the write.
-async fn spend_write(ctx: &PluginContext, plugin: &str, write: &str) {
+/// Waits for a token of the parent's share of the write budget and one of the plugin's
+/// budget, then counts the write.
+async fn spend_write(ctx: &PluginContext, parent: &DynamicObject, plugin: &str, write: &str) {
+    let share = backoff::parent_write_budget(&ctx.parents, parent, &ctx.write_share);
+    share.until_ready().await;
     ctx.write_budget.until_ready().await;
     ctx.metrics
         .api_writes
@@ -587,7 +604,7 @@ async fn publish(
 ) {
     let reference = parent.object_ref(&plugin.decl.parent.api_resource());
     let event = event(type_, reason, &note, related);
-    spend_write(ctx, &plugin.decl.name, "event").await;
+    spend_write(ctx, parent, &plugin.decl.name, "event").await;
     if let Err(error) = ctx.recorder.publish(&event, &reference).await {
         tracing::debug!(%error, "cannot publish event");
     }

@@ -28,7 +28,7 @@ pub(super) async fn prune_children(
     plan: &Plan,
 ) -> Result<(), Error> {
     for target in &plan.prune {
-        spend_write(ctx, &plugin.decl.name, "prune").await;
+        spend_write(ctx, parent, &plugin.decl.name, "prune").await;
         let (done, reason) = match target.policy {
             DeletePolicy::Delete => (delete_target(&ctx.client, target).await?, "Pruned"),
             DeletePolicy::Orphan => (orphan_target(&ctx.client, target).await?, "Orphaned"),

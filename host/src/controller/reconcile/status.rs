@@ -151,7 +151,7 @@ pub(super) async fn write_status(
     if parent_json.get("status") == Some(&status) && !written_other {
         return Ok(());
     }
-    spend_write(ctx, &ctx.plugin.load().decl.name, "status").await;
+    spend_write(ctx, parent, &ctx.plugin.load().decl.name, "status").await;
     patch_parent_status(api, parent, status)
         .await
         .map_err(Error::WriteStatus)?;
