@@ -29,3 +29,19 @@ pub async fn release_attacks(ns: &crate::devcluster::TestNamespace) {
             .unwrap();
     }
 }
+
+/// Waits (at most `timeout`) until the host's finalizer is on Attack `name`.
+pub async fn wait_for_finalizer(
+    api: &kube::Api<kube::api::DynamicObject>,
+    name: &str,
+    timeout: std::time::Duration,
+) {
+    crate::devcluster::wait_for("the host's finalizer", timeout, || async {
+        let finalizers = kube::ResourceExt::finalizers(&api.get(name).await?).to_vec();
+        Ok(finalizers
+            .contains(&operator_host::controller::FINALIZER.to_string())
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+}

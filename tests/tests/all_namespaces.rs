@@ -20,7 +20,7 @@ use operator_host::shard::{RING_LABEL, SHARD_LABEL};
 use operator_host_tests::devcluster::{self, Cluster, TestNamespace, wait_for};
 use operator_host_tests::election::plugin_dir;
 use operator_host_tests::host::{plugin_path, runtime};
-use operator_host_tests::hostile::{attack_resource, release_attacks};
+use operator_host_tests::hostile::{attack_resource, release_attacks, wait_for_finalizer};
 use operator_host_tests::memcached::{create, memcached_resource, patch_spec, wait_for_reason};
 use operator_host_tests::oracle::{Oracle, all_converge};
 use operator_host_tests::process_host::{Launch, ProcessHost, free_local_addr, http_get};
@@ -497,14 +497,7 @@ async fn a_plugin_removed_while_serving_every_namespace_marks_the_parents_holdin
         json!({"attack": "hold-finalizer"}),
     )
     .await;
-    wait_for("the host's finalizer", BOUND, || async {
-        let finalizers = api.get("held").await?.finalizers().to_vec();
-        Ok(finalizers
-            .contains(&operator_host::controller::FINALIZER.to_string())
-            .then_some(()))
-    })
-    .await
-    .unwrap();
+    wait_for_finalizer(&api, "held", BOUND).await;
     api.delete("held", &DeleteParams::background())
         .await
         .unwrap();

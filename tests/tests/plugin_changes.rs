@@ -10,7 +10,7 @@ use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Pos
 use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
-use operator_host_tests::hostile::{attack_resource, release_attacks};
+use operator_host_tests::hostile::{attack_resource, release_attacks, wait_for_finalizer};
 use operator_host_tests::memcached::{
     create, memcached_resource, reconciled_condition, wait_for_reason,
 };
@@ -30,18 +30,6 @@ async fn hostile_host(ns: &TestNamespace) -> (tempfile::TempDir, Host) {
     (plugins, host)
 }
 
-/// Waits until the host's finalizer is on Attack `name`.
-async fn wait_for_finalizer(api: &Api<DynamicObject>, name: &str) {
-    wait_for("the host's finalizer", TIMEOUT, || async {
-        let finalizers = api.get(name).await?.finalizers().to_vec();
-        Ok(finalizers
-            .contains(&operator_host::controller::FINALIZER.to_string())
-            .then_some(()))
-    })
-    .await
-    .unwrap();
-}
-
 #[tokio::test]
 async fn a_removed_plugins_parents_keep_the_finalizer_and_say_how_to_release_them() {
     let ns = TestNamespace::new("plugin-removed").await.unwrap();
@@ -54,7 +42,7 @@ async fn a_removed_plugins_parents_keep_the_finalizer_and_say_how_to_release_the
         json!({"attack": "hold-finalizer"}),
     )
     .await;
-    wait_for_finalizer(&api, "held").await;
+    wait_for_finalizer(&api, "held", TIMEOUT).await;
     api.delete("held", &DeleteParams::background())
         .await
         .unwrap();
