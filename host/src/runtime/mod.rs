@@ -536,6 +536,7 @@ impl Runtime {
             last_limit_hit: Arc::default(),
             path: Arc::from(path),
             slots,
+            _release: Arc::new(ReleaseOnDrop),
         })
     }
 
@@ -788,6 +789,20 @@ pub struct CompiledPlugin {
     path: Arc<Path>,
     /// The instance slots reserved for this plugin's calls; shared by its clones and tiers.
     slots: Arc<CallSlots>,
+    /// Last, so that it is dropped after the compiled code: when the last clone of this load
+    /// goes (a replaced version, once no reconcile uses it), what it freed is given back.
+    _release: Arc<ReleaseOnDrop>,
+}
+
+/// Gives the allocator's free memory back to the system when dropped
+/// ([`release_free_memory`]).
+#[derive(Debug)]
+struct ReleaseOnDrop;
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        release_free_memory();
+    }
 }
 
 impl std::fmt::Debug for CompiledPlugin {
