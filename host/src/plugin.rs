@@ -63,6 +63,23 @@ impl KindRef {
         self.group == other.group && self.kind == other.kind
     }
 
+    /// The API of this kind's objects in `namespace`, or in every namespace (and for a
+    /// cluster-scoped kind). A name is addressed through the API of its object's namespace:
+    /// through the all-namespaces one it would mean a cluster-scoped object.
+    pub fn api(
+        &self,
+        client: &kube::Client,
+        namespace: Option<&str>,
+    ) -> kube::Api<kube::api::DynamicObject> {
+        let resource = self.api_resource();
+        match namespace {
+            Some(ns) if self.namespaced => {
+                kube::Api::namespaced_with(client.clone(), ns, &resource)
+            }
+            _ => kube::Api::all_with(client.clone(), &resource),
+        }
+    }
+
     /// The kube-rs dynamic API resource of this kind.
     pub fn api_resource(&self) -> kube::core::ApiResource {
         kube::core::ApiResource {

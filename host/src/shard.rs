@@ -29,9 +29,7 @@ use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -561,9 +559,8 @@ struct ParentMeta {
 /// watches their metadata (every parent, whatever its shard) and labels each with its shard.
 pub struct Sharder {
     client: Client,
-    /// The parent kind's resource: each label patch goes to its parent's own namespace.
-    resource: ApiResource,
-    namespaced: bool,
+    /// The parent kind: each label patch goes to its parent's own namespace.
+    parent_kind: crate::plugin::KindRef,
     /// The parents, metadata only: what the leader watches.
     metadata: Api<PartialObjectMeta<DynamicObject>>,
     plugin: String,
@@ -601,8 +598,7 @@ impl Sharder {
         };
         Sharder {
             client: client.clone(),
-            resource,
-            namespaced: kind.namespaced,
+            parent_kind: kind.clone(),
             metadata,
             plugin: plugin.into(),
             unavailable_as,
@@ -615,13 +611,10 @@ impl Sharder {
         }
     }
 
-    /// The API of one parent: its namespace's (a patch through the all-namespaces API would
-    /// address a cluster-scoped object of that name, which does not exist).
+    /// The API of one parent: its namespace's.
     fn parent_api(&self, parent: &ParentMeta) -> Api<DynamicObject> {
-        match (&parent.namespace, self.namespaced) {
-            (Some(ns), true) => Api::namespaced_with(self.client.clone(), ns, &self.resource),
-            _ => Api::all_with(self.client.clone(), &self.resource),
-        }
+        self.parent_kind
+            .api(&self.client, parent.namespace.as_deref())
     }
 
     /// Shards the parents whenever this host leads, until `stop` resolves.

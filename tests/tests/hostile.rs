@@ -1128,33 +1128,43 @@ async fn a_child_derived_from_its_own_writes_stops_converging_and_its_neighbours
     assert!(rate < 0.5, "{rate} ConfigMap writes per second");
 
     // Parents of the same plugin keep their pace beside it: alone, then beside the attack
-    // started afresh (its churn and its retries), in alternating blocks.
+    // started afresh (its churn and its retries), in alternating blocks. A ratio over the limit
+    // is measured again, pooled with the earlier samples (as `Corpus::compare` does): noise
+    // shrinks as samples add up, a real slowdown stays.
     let (mut alone, mut beside) = (Vec::new(), Vec::new());
-    for block in 0..BLOCKS {
-        corpus
-            .switch_attack(&json!({"attack": "idle"}), false)
-            .await;
-        alone.extend(neighbour_latencies(&corpus, &format!("alone-{block}"), 4).await);
-        corpus.switch_attack(&spec, true).await;
-        beside.extend(neighbour_latencies(&corpus, &format!("beside-{block}"), 4).await);
+    let mut rounds = 0;
+    for round in 1..=ROUNDS {
+        rounds = round;
+        for block in 0..BLOCKS {
+            corpus
+                .switch_attack(&json!({"attack": "idle"}), false)
+                .await;
+            alone.extend(neighbour_latencies(&corpus, &format!("alone-{round}-{block}"), 4).await);
+            corpus.switch_attack(&spec, true).await;
+            beside
+                .extend(neighbour_latencies(&corpus, &format!("beside-{round}-{block}"), 4).await);
+        }
+        let ratio = median(&beside).as_secs_f64() / median(&alone).as_secs_f64();
+        println!(
+            "hostile corpus, child churn: a neighbour Attack's create -> ConfigMap, median of {}: \
+             alone {:.1} ms, beside the churning one {:.1} ms ({ratio:.2}x, limit {MAX_SLOWDOWN}x)",
+            alone.len(),
+            median(&alone).as_secs_f64() * 1e3,
+            median(&beside).as_secs_f64() * 1e3,
+        );
+        if ratio <= MAX_SLOWDOWN {
+            break;
+        }
+        assert!(
+            round < ROUNDS,
+            "a neighbour of the churning Attack slowed down {ratio:.2}x"
+        );
     }
-    let (alone, beside) = (median(&alone), median(&beside));
-    let ratio = beside.as_secs_f64() / alone.as_secs_f64();
-    println!(
-        "hostile corpus, child churn: a neighbour Attack's create -> ConfigMap, median: alone \
-         {:.1} ms, beside the churning one {:.1} ms ({ratio:.2}x, limit {MAX_SLOWDOWN}x)",
-        alone.as_secs_f64() * 1e3,
-        beside.as_secs_f64() * 1e3,
-    );
-    assert!(
-        ratio <= MAX_SLOWDOWN,
-        "a neighbour of the churning Attack slowed down {ratio:.2}x"
-    );
     // The neighbours hold the host's finalizer: delete them while it runs.
-    for block in 0..BLOCKS {
+    for (round, block) in (1..=rounds).flat_map(|r| (0..BLOCKS).map(move |b| (r, b))) {
         for prefix in ["alone", "beside"] {
             for i in 0..4 {
-                let name = format!("{prefix}-{block}-{i}");
+                let name = format!("{prefix}-{round}-{block}-{i}");
                 corpus
                     .attacks
                     .delete(&name, &DeleteParams::background())

@@ -261,11 +261,7 @@ pub fn managed_children_selector(plugin: &str) -> String {
 }
 
 fn api_for(client: &Client, kind: &KindRef, namespace: Option<&str>) -> Api<DynamicObject> {
-    let resource = kind.api_resource();
-    match namespace {
-        Some(ns) if kind.namespaced => Api::namespaced_with(client.clone(), ns, &resource),
-        _ => Api::all_with(client.clone(), &resource),
-    }
+    kind.api(client, namespace)
 }
 
 /// The controllers of one plugin (one per configured namespace, or one for all), serving

@@ -37,7 +37,7 @@ use kube::runtime::events::EventType;
 use serde_json::Value;
 
 use super::backoff::{ChildChurn, lock, state_key};
-use super::status::value_hash;
+use super::status::{hash_parent_inputs, value_hash};
 use super::{Error, PluginContext, child_reference, publish, spend_write};
 use crate::controller::{FIELD_MANAGER, api_for};
 use crate::faults;
@@ -261,9 +261,7 @@ pub(super) fn churn_inputs(
 ) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    parent.metadata.generation.hash(&mut hasher);
-    parent.labels().hash(&mut hasher);
-    parent.annotations().hash(&mut hasher);
+    hash_parent_inputs(parent, &mut hasher);
     let managed = |object: &str| {
         let object: Value = serde_json::from_str(object).unwrap_or(Value::Null);
         let labels = &object["metadata"]["labels"];

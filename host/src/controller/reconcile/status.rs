@@ -20,9 +20,7 @@ use crate::policy::Effective;
 /// annotations, and the observed children's identities and resource versions.
 fn inputs_hash(parent: &DynamicObject, observed: &[Value]) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    parent.metadata.generation.hash(&mut hasher);
-    parent.labels().hash(&mut hasher);
-    parent.annotations().hash(&mut hasher);
+    hash_parent_inputs(parent, &mut hasher);
     let mut children: Vec<(&str, &str, &str)> = observed
         .iter()
         .map(|o| {
@@ -38,6 +36,14 @@ fn inputs_hash(parent: &DynamicObject, observed: &[Value]) -> u64 {
     children.sort_unstable();
     children.hash(&mut hasher);
     hasher.finish()
+}
+
+/// Feeds what of the parent itself its children and status may follow into `hasher`: its
+/// generation (the spec), labels and annotations.
+pub(super) fn hash_parent_inputs(parent: &DynamicObject, hasher: &mut impl Hasher) {
+    parent.metadata.generation.hash(hasher);
+    parent.labels().hash(hasher);
+    parent.annotations().hash(hasher);
 }
 
 pub(super) fn value_hash(value: &Value) -> u64 {
