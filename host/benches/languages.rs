@@ -123,8 +123,11 @@ fn main() {
         let winch_compile = median(
             (0..compiles)
                 .map(|_| {
-                    let (took, plugin) =
-                        time(|| runtime(None).load_quick(&path, &bytes).expect("Winch"));
+                    let (took, plugin) = time(|| {
+                        runtime(None)
+                            .load_quick(&path, &bytes, None)
+                            .expect("Winch")
+                    });
                     assert_eq!(plugin.tier(), Tier::Baseline);
                     took
                 })

@@ -134,6 +134,8 @@ fn second_build(component: &Path, dir: &Path) -> PathBuf {
 }
 
 fn main() {
+    // As the host's command line does: the measurement is of the allocator it runs with.
+    operator_host::runtime::tune_allocator();
     if let Some(plugin) = std::env::var_os(FRESH_ENV) {
         fresh_child(Path::new(&plugin));
         return;

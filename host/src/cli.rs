@@ -412,6 +412,7 @@ enum Format {
 
 /// Runs the command line of the process; returns its exit code.
 pub fn main() -> ExitCode {
+    crate::runtime::tune_allocator();
     let cli = Cli::parse();
     let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -957,7 +958,7 @@ fn load_file_or_reference(
         return Ok(load(runtime, path)?);
     }
     let pulled = block_on(crate::oci::pull(plugin, &registry.access()?))??;
-    let compiled = runtime.load_quick(path, &pulled.bytes)?;
+    let compiled = runtime.load_quick(path, &pulled.bytes, None)?;
     Ok(Plugin::from_compiled(path, compiled)?)
 }
 

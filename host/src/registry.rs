@@ -427,7 +427,9 @@ impl Registry {
             if entry.rejected.as_ref() == Some(&offered) {
                 continue;
             }
-            let new = match policy.and_then(|policy| self.load(path, &bytes, policy)) {
+            let new = match policy
+                .and_then(|policy| self.load(path, &bytes, policy, served.as_deref()))
+            {
                 Ok(new) => new,
                 Err(error) => {
                     self.reject_content(path, &hash, served.as_deref(), &error);
@@ -480,16 +482,32 @@ impl Registry {
         Ok(Arc::new(policy))
     }
 
-    /// Loads `bytes` as the new content of `path`, to serve under `policy`.
-    fn load(&self, path: &Path, bytes: &[u8], policy: Arc<Policy>) -> Result<Arc<Plugin>, String> {
-        let compiled = self
-            .runtime
-            .load_quick(path, bytes)
-            .map_err(|e| e.to_string())?;
-        let mut plugin = Plugin::from_compiled(path, compiled).map_err(|e| e.to_string())?;
+    /// Loads `bytes` as the new content of `path`, to serve under `policy` in place of
+    /// `served`.
+    fn load(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        policy: Arc<Policy>,
+        served: Option<&Plugin>,
+    ) -> Result<Arc<Plugin>, String> {
         // A plugin is known by its file name or resource name, which the administrator chose: a name it gives
         // itself must not reach another plugin's policy entry.
         let file_name = file_stem(path);
+        // The new version takes over the served one's instance slots, unless it is to have
+        // another number of them: resizing a shared share would change the served version's
+        // before the new one is accepted.
+        let calls = policy
+            .max_concurrent_calls(&file_name)
+            .unwrap_or(self.runtime.default_max_concurrent_calls());
+        let replacing = served
+            .map(|plugin| &plugin.compiled)
+            .filter(|compiled| compiled.max_concurrent_calls() == calls);
+        let compiled = self
+            .runtime
+            .load_quick(path, bytes, replacing)
+            .map_err(|e| e.to_string())?;
+        let mut plugin = Plugin::from_compiled(path, compiled).map_err(|e| e.to_string())?;
         if plugin.decl.name != file_name {
             let fix = if ClusterPlugins::is_id(path) {
                 format!("name the OperatorPlugin {:?}", plugin.decl.name)

@@ -90,5 +90,7 @@ async fn main() {
             run.fresh,
             run.ratio()
         );
+        println!("{language:<7} swapped host MiB: {}", run.after_by_kind);
+        println!("{language:<7} fresh host MiB:   {}", run.fresh_by_kind);
     }
 }

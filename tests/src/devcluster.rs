@@ -141,29 +141,102 @@ fn start_or_attach() -> Result<Cluster, Error> {
     Cluster::read(kubeconfig, dir)
 }
 
-/// Isolated clusters of this process, by name: started once, kept for the process.
-static ISOLATED: Mutex<BTreeMap<String, Result<&'static Cluster, String>>> =
-    Mutex::new(BTreeMap::new());
+/// The isolated clusters of this process, by name.
+static ISOLATED: Mutex<BTreeMap<String, Isolated>> = Mutex::new(BTreeMap::new());
+
+/// An isolated cluster this process started, and how many tests use it now.
+struct Isolated {
+    cluster: Result<&'static Cluster, String>,
+    users: usize,
+    /// Whether its real node was started ([`isolated_cluster_with_real_node`]), and how.
+    real_node: Option<Result<(), String>>,
+}
+
+/// An isolated cluster in use by a test: while one of these lives, starting another isolated
+/// cluster does not stop this one. Dereferences to the [`Cluster`].
+#[derive(Debug)]
+pub struct IsolatedCluster {
+    name: String,
+    cluster: &'static Cluster,
+}
+
+impl IsolatedCluster {
+    /// The cluster, for a test that keeps this guard until it ends.
+    pub fn get(&self) -> &'static Cluster {
+        self.cluster
+    }
+}
+
+impl std::ops::Deref for IsolatedCluster {
+    type Target = Cluster;
+
+    fn deref(&self) -> &Cluster {
+        self.cluster
+    }
+}
+
+impl Drop for IsolatedCluster {
+    fn drop(&mut self) {
+        let mut clusters = ISOLATED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(isolated) = clusters.get_mut(&self.name) {
+            isolated.users -= 1;
+        }
+    }
+}
 
 /// A cluster of its own, in `<root>/target/devcluster-<name>`, for tests that stop or restart
 /// parts of the control plane (never the shared one). Started on first use in this process
 /// (30-60 s; blocking: call it from `spawn_blocking`, or use [`isolated_cluster`]), shared by
 /// later calls with the same name, and stopped by the devcluster itself once this process
 /// has exited (`DEVCLUSTER_OWNER_PID`); `stop.sh` without `DEVCLUSTER_DIR` stops it too.
-/// Panics with the reason if it cannot start, like [`cluster`].
-pub fn isolated(name: &str) -> &'static Cluster {
+/// Starting one first stops the isolated clusters no test uses now: the tests of one area run
+/// one after another in the one test binary, so an area's cluster is not kept running (a
+/// control plane, perhaps a real node) through every area after it; a later user starts it
+/// again. Panics with the reason if it cannot start, like [`cluster`].
+pub fn isolated(name: &str) -> IsolatedCluster {
     let mut clusters = ISOLATED.lock().unwrap_or_else(|e| e.into_inner());
-    let entry = clusters
-        .entry(name.to_string())
-        .or_insert_with(|| start_isolated(name).map_err(|e| e.to_string()));
-    match entry {
-        Ok(cluster) => cluster,
-        Err(reason) => panic!("the isolated cluster {name} is unavailable: {reason}"),
+    use_isolated(&mut clusters, name)
+}
+
+/// [`isolated`] under the lock of [`ISOLATED`].
+fn use_isolated(clusters: &mut BTreeMap<String, Isolated>, name: &str) -> IsolatedCluster {
+    if !clusters.contains_key(name) {
+        let idle: Vec<String> = clusters
+            .iter()
+            .filter(|(_, isolated)| isolated.users == 0)
+            .map(|(other, _)| other.clone())
+            .collect();
+        for other in idle {
+            clusters.remove(&other);
+            if let Err(error) = stop_devcluster(&isolated_state_dir(&other)) {
+                eprintln!("stopping the idle isolated cluster {other}: {error}");
+            }
+        }
+        let cluster = start_isolated(name).map_err(|e| e.to_string());
+        clusters.insert(
+            name.to_string(),
+            Isolated {
+                cluster,
+                users: 0,
+                real_node: None,
+            },
+        );
+    }
+    let isolated = clusters.get_mut(name).expect("inserted above");
+    match isolated.cluster {
+        Ok(cluster) => {
+            isolated.users += 1;
+            IsolatedCluster {
+                name: name.to_string(),
+                cluster,
+            }
+        }
+        Err(ref reason) => panic!("the isolated cluster {name} is unavailable: {reason}"),
     }
 }
 
 /// [`isolated`] off the async worker threads.
-pub async fn isolated_cluster(name: &str) -> &'static Cluster {
+pub async fn isolated_cluster(name: &str) -> IsolatedCluster {
     let name = name.to_string();
     tokio::task::spawn_blocking(move || isolated(&name))
         .await
@@ -678,28 +751,40 @@ pub async fn wait_for_crd_established(
 /// [`isolated_cluster`] with a real node attached (`deploy/devcluster/node.sh start`, see
 /// "A real node" in `deploy/devcluster/README.md`): containerd and runc from the machine's
 /// packages and a kubelet of the pinned release, node [`real_node_name`], which runs only pods
-/// placed with [`real_node_placement`]. Started once per process and name (the node stops with
-/// the cluster, when this process exits). Needs root and
+/// placed with [`real_node_placement`]. Started once per start of its cluster (the node stops
+/// with the cluster). Needs root and
 /// `apt-get install -y --no-install-recommends containerd runc containernetworking-plugins`;
 /// panics with node.sh's output, which says what is missing, if the node cannot start (never
-/// skips). One real node per machine.
-pub async fn isolated_cluster_with_real_node(name: &str) -> &'static Cluster {
-    static NODES: Mutex<BTreeMap<String, Result<(), String>>> = Mutex::new(BTreeMap::new());
-    let cluster = isolated_cluster(name).await;
-    let dir = isolated_state_dir(name);
+/// skips). One real node per machine: this waits while a test uses another cluster's node,
+/// and starting this cluster then stops that one.
+pub async fn isolated_cluster_with_real_node(name: &str) -> IsolatedCluster {
     let name = name.to_string();
+    loop {
+        let another_in_use = {
+            let clusters = ISOLATED.lock().unwrap_or_else(|e| e.into_inner());
+            clusters.iter().any(|(other, isolated)| {
+                *other != name && isolated.real_node.is_some() && isolated.users > 0
+            })
+        };
+        if !another_in_use {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
     tokio::task::spawn_blocking(move || {
-        let mut nodes = NODES.lock().unwrap_or_else(|e| e.into_inner());
-        let started = nodes
-            .entry(name.clone())
-            .or_insert_with(|| run_node_script(&dir, &["start"]).map(|_| ()));
+        let mut clusters = ISOLATED.lock().unwrap_or_else(|e| e.into_inner());
+        let cluster = use_isolated(&mut clusters, &name);
+        let isolated = clusters.get_mut(&name).expect("in use");
+        let started = isolated.real_node.get_or_insert_with(|| {
+            run_node_script(&isolated_state_dir(&name), &["start"]).map(|_| ())
+        });
         if let Err(reason) = started {
             panic!("the real node of the isolated cluster {name} is unavailable: {reason}");
         }
+        cluster
     })
     .await
-    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-    cluster
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
 /// Imports an image archive (an OCI image layout or `docker save` tarball) into the real node's

@@ -28,6 +28,88 @@ pub struct SwapMemory {
     pub after: f64,
     /// A fresh host serving the last build to the same parents.
     pub fresh: f64,
+    /// Where the swapped host's memory sits after the last swap, and the fresh host's.
+    pub after_by_kind: MemoryByKind,
+    pub fresh_by_kind: MemoryByKind,
+}
+
+/// A process's resident memory by what holds it, in MiB (`/proc/<pid>/smaps`).
+#[derive(Debug, Clone, Default)]
+pub struct MemoryByKind {
+    /// Guest linear memories in the pooling allocator's slots: the pages of a slot's memory
+    /// image (mapped privately from the compiled artifact) and the pages past it.
+    pub instance_pool: f64,
+    /// Other anonymous memory: the C allocator's arenas, thread stacks.
+    pub heap: f64,
+    /// Compiled plugin code and data mapped from the compile cache.
+    pub plugin_code: f64,
+    /// Every other file mapping: the host's own executable and libraries.
+    pub other_files: f64,
+}
+
+impl std::fmt::Display for MemoryByKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "instance pool {:.1}, heap {:.1}, plugin code {:.1}, other files {:.1}",
+            self.instance_pool, self.heap, self.plugin_code, self.other_files
+        )
+    }
+}
+
+/// One mapping of `/proc/<pid>/smaps`.
+struct Mapping {
+    bytes: u64,
+    permissions: String,
+    path: String,
+    resident_kib: f64,
+}
+
+/// Reads `/proc/<pid>/smaps` into a [`MemoryByKind`].
+pub fn memory_by_kind(pid: u32) -> MemoryByKind {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut mappings: Vec<Mapping> = Vec::new();
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        let first = fields.next().unwrap_or_default();
+        if let Some((start, end)) = first.split_once('-')
+            && let (Ok(start), Ok(end)) =
+                (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16))
+        {
+            mappings.push(Mapping {
+                bytes: end - start,
+                permissions: fields.next().unwrap_or_default().to_string(),
+                path: fields.nth(3).unwrap_or_default().to_string(),
+                resident_kib: 0.0,
+            });
+        } else if first == "Rss:"
+            && let Some(kib) = fields.next().and_then(|k| k.parse::<f64>().ok())
+            && let Some(mapping) = mappings.last_mut()
+        {
+            mapping.resident_kib = kib;
+        }
+    }
+    let mut by_kind = MemoryByKind::default();
+    for (i, mapping) in mappings.iter().enumerate() {
+        let compiled = mapping.path.ends_with(".cwasm");
+        // A pool slot is GiBs of address space, inaccessible past what its memory uses now.
+        let before_slot_guard = mappings.get(i + 1).is_some_and(|next| {
+            next.path.is_empty() && next.permissions == "---p" && next.bytes >= 1 << 30
+        });
+        let kind = if compiled && mapping.permissions == "rw-p" {
+            &mut by_kind.instance_pool
+        } else if compiled {
+            &mut by_kind.plugin_code
+        } else if mapping.path.is_empty() && before_slot_guard {
+            &mut by_kind.instance_pool
+        } else if mapping.path.is_empty() || mapping.path.starts_with('[') {
+            &mut by_kind.heap
+        } else {
+            &mut by_kind.other_files
+        };
+        *kind += mapping.resident_kib / 1024.0;
+    }
+    by_kind
 }
 
 impl SwapMemory {
@@ -187,6 +269,7 @@ pub async fn measure(
         }
     }
     let after = settled_rss_mib(pid).await;
+    let after_by_kind = memory_by_kind(pid);
     drop(host);
 
     let last = dir.path().join("last");
@@ -196,11 +279,14 @@ pub async fn measure(
     // As many reconciles as the swapped host made after its last swap: every parent, once.
     reconciled(&fresh_host, metrics, 0.0, parents).await;
     let fresh = settled_rss_mib(fresh_host.pid()).await;
+    let fresh_by_kind = memory_by_kind(fresh_host.pid());
     drop(fresh_host);
     ns.cleanup().await.unwrap();
     SwapMemory {
         samples,
         after,
         fresh,
+        after_by_kind,
+        fresh_by_kind,
     }
 }

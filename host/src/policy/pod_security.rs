@@ -33,7 +33,7 @@
 //! allows a volume without a source: the API server makes it an `emptyDir` first.
 //!
 //! Upstream's fixtures for v1.35 are vendored in `host/tests/pod-security/` and checked by
-//! `host/tests/pod_security.rs`.
+//! `host/tests/suite/pod_security.rs`.
 
 use std::fmt;
 use std::str::FromStr;

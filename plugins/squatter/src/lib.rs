@@ -1,6 +1,6 @@
 //! Test-only plugin whose parent kind, `Squat`, no other test uses: one ConfigMap per `Squat`.
 //!
-//! The CRD-ownership tests (`tests/tests/crd_ownership.rs`) install its CRD by hand, as
+//! The CRD-ownership tests (`tests/tests/cluster/crd_ownership.rs`) install its CRD by hand, as
 //! another operator would have, mark it for other plugins or delete it, and check what the
 //! host does with it; a kind of its own keeps them from disturbing tests that run meanwhile.
 

@@ -1,6 +1,6 @@
 //! The `operator-host` binary: golden `render` output, and a clear error and exit code for each bad input.
 
-mod util;
+use crate::util;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -1,5 +1,5 @@
 //! The install manifests for real: `kubectl apply -k` of `deploy/install` (its PVC overlay: the
-//! real node's containerd 1.6 cannot mount image volumes) on a cluster of this binary's own with
+//! real node's containerd 1.6 cannot mount image volumes) on a cluster of this area's own with
 //! the devcluster's real node, running the host image `make image` builds. Two leader-elected
 //! pods become Ready, one holds the Lease, a Memcached CR converges; deleting the leader pod
 //! (SIGTERM) and SIGKILLing the leader's process each hand the Lease to the other pod, which
@@ -32,7 +32,7 @@ use operator_host_tests::memcached::{create, memcached_resource, patch_spec};
 use operator_host_tests::oracle::{Oracle, all_converge};
 use serde_json::json;
 
-/// This binary's isolated cluster, the one its real node joins.
+/// This area's isolated cluster, the one its real node joins.
 const ISOLATED: &str = "incluster";
 const NAMESPACE: &str = "operator-host";
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -239,13 +239,16 @@ async fn the_manifests_run_on_a_real_node_fail_over_and_shard() {
     let client = cluster.client().await.unwrap();
     let images = tempfile::tempdir().unwrap();
     build_images(images.path());
-    real_node_import(cluster, &images.path().join("operator-host.oci.tar"))
+    real_node_import(&cluster, &images.path().join("operator-host.oci.tar"))
         .await
         .unwrap();
     let overlay = tempfile::tempdir_in(repo_root().join("target")).unwrap();
     real_node_overlay(overlay.path());
     let started = Instant::now();
-    kubectl(cluster, &["apply", "-k", &overlay.path().to_string_lossy()]);
+    kubectl(
+        &cluster,
+        &["apply", "-k", &overlay.path().to_string_lossy()],
+    );
     publish_plugins(&client).await;
     two_ready_pods(&client).await;
     let first = wait_for("a pod to hold the Lease", TIMEOUT, || async {
@@ -352,7 +355,10 @@ async fn the_manifests_run_on_a_real_node_fail_over_and_shard() {
     let sharded = tempfile::tempdir_in(repo_root().join("target")).unwrap();
     real_node_sharded_overlay(sharded.path());
     let started = Instant::now();
-    kubectl(cluster, &["apply", "-k", &sharded.path().to_string_lossy()]);
+    kubectl(
+        &cluster,
+        &["apply", "-k", &sharded.path().to_string_lossy()],
+    );
     ready_pods(&client, 3).await;
     println!(
         "in cluster, sharded: 3 pods ready {:?} after kubectl apply -k",

@@ -5,7 +5,7 @@
 //! the Memcached plugin's latency (create to Deployment present) while the attack goes on
 //! (the host retries it with backoff, as it would any failing parent) stays within
 //! [`MAX_SLOWDOWN`] of its latency with the hostile plugin idle, both measured in the same
-//! test and printed (`cargo test -p operator-host-tests --test hostile -- --nocapture`).
+//! test and printed (`cargo test -p operator-host-tests --test cluster hostile:: -- --nocapture`).
 
 use std::time::{Duration, Instant};
 

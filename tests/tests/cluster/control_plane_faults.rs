@@ -1,7 +1,7 @@
 //! Control-plane faults while the host converges: a kube-apiserver restart, an etcd restart, windows of 503 and 429 on writes, dropped connections.
 //!
 //! The host runs as a process (`operator-host-faulty run --install-crds`) serving the Memcached
-//! plugin in one namespace. The apiserver and etcd restarts happen on a cluster of this binary's
+//! plugin in one namespace. The apiserver and etcd restarts happen on a cluster of this area's
 //! own (`target/devcluster-faults`), never on the shared one; the host talks to it directly, so it
 //! sees refused connections and an apiserver without etcd as they come. The write faults and the
 //! dropped connections go through a fault proxy in front of the shared cluster (the test's own
@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
 
-/// This binary's isolated cluster (its apiserver and etcd get restarted).
+/// This area's isolated cluster (its apiserver and etcd get restarted).
 const ISOLATED: &str = "faults";
 
 /// One control-plane fault at a time: a restart would break the other test's assertions.
@@ -162,7 +162,7 @@ async fn create_retrying(api: &Api<DynamicObject>, name: &str, spec: Value) {
 async fn two_hundred_crs_converge_through_an_apiserver_restart() {
     let _one_fault = FAULTS.lock().await;
     let cluster = devcluster::isolated_cluster(ISOLATED).await;
-    let setup = Isolated::new(cluster, "apiserver-restart").await;
+    let setup = Isolated::new(cluster.get(), "apiserver-restart").await;
     let mut host = setup.host();
     setup.crd_served(&host).await;
     let uids = Uids::start(setup.client.clone(), setup.ns.clone());
@@ -226,7 +226,7 @@ async fn two_hundred_crs_converge_through_an_apiserver_restart() {
 async fn the_host_survives_an_etcd_restart_and_serves_a_cr_created_after_it() {
     let _one_fault = FAULTS.lock().await;
     let cluster = devcluster::isolated_cluster(ISOLATED).await;
-    let setup = Isolated::new(cluster, "etcd-restart").await;
+    let setup = Isolated::new(cluster.get(), "etcd-restart").await;
     let mut host = setup.host();
     setup.crd_served(&host).await;
     let mut names: Vec<String> = (0..3).map(|i| format!("before-{i}")).collect();

@@ -1,5 +1,5 @@
 //! The devcluster's real node (`deploy/devcluster/node.sh`): containerd, runc and a kubelet of the
-//! pinned release on this machine, attached to a cluster of this binary's own
+//! pinned release on this machine, attached to a cluster of this area's own
 //! (`target/devcluster-realnode`). An image imported from an OCI archive runs in a hostNetwork
 //! pod and in a pod on the node's bridge network with the Pod Security "restricted" settings
 //! (non-root, read-only root filesystem, RuntimeDefault seccomp, an emptyDir) in a namespace
@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use kube::api::{DeleteParams, LogParams, PostParams};
 use kube::{Api, Client};
-use operator_host_tests::devcluster::{self, Cluster, wait_for};
+use operator_host_tests::devcluster::{self, IsolatedCluster, wait_for};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-/// This binary's isolated cluster, the one the real node joins.
+/// This area's isolated cluster, the one the real node joins.
 const ISOLATED: &str = "realnode";
 
 /// The image `real_node_test_image` holds.
@@ -29,7 +29,7 @@ const TEST_IMAGE: &str = "localhost/devcluster/testpod:1";
 const POD_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The cluster with its real node, the test image imported once for both tests.
-async fn cluster() -> &'static Cluster {
+async fn cluster() -> IsolatedCluster {
     static IMPORTED: OnceCell<()> = OnceCell::const_new();
     let started = Instant::now();
     let cluster = devcluster::isolated_cluster_with_real_node(ISOLATED).await;
@@ -43,9 +43,9 @@ async fn cluster() -> &'static Cluster {
                 )
                 .unwrap_or_default()
             );
-            let archive = devcluster::real_node_test_image(cluster);
+            let archive = devcluster::real_node_test_image(&cluster);
             let t = Instant::now();
-            let out = devcluster::real_node_import(cluster, &archive)
+            let out = devcluster::real_node_import(&cluster, &archive)
                 .await
                 .unwrap_or_else(|e| panic!("importing {}: {e:#}", archive.display()));
             assert!(out.contains(TEST_IMAGE), "node.sh import said: {out}");

@@ -1,6 +1,6 @@
 //! Shutdown is prompt whatever the host is doing: even when the API server never answers.
 
-mod util;
+use crate::util;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

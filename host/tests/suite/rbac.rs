@@ -1,6 +1,6 @@
 //! `operator-host rbac`: the ClusterRole for the memcached plugin, with and without a policy.
 
-mod util;
+use crate::util;
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! Plugins in other guest languages (Python, JavaScript, Go) against the Rust ones: the same `render` output, the same CRD, the conformance kit, and the sandbox's limits.
 
-mod util;
+use crate::util;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

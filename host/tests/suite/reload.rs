@@ -1,6 +1,6 @@
 //! Hot reload without a cluster: the registry's decisions and the directory watcher.
 
-mod util;
+use crate::util;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -393,7 +393,7 @@ fn content_the_cache_has_not_seen_serves_a_baseline_build_then_the_optimized_one
     assert_eq!(baseline.status, fast.status);
     // The next load of that content is a cache hit, straight to the optimized build.
     let again = runtime
-        .load_quick(&fixture.path("memcached.wasm"), &v1())
+        .load_quick(&fixture.path("memcached.wasm"), &v1(), None)
         .unwrap();
     assert_eq!(again.tier(), Tier::Optimized);
 }
@@ -630,4 +630,41 @@ fn a_cluster_plugins_policy_entry_is_swapped_with_it_and_an_invalid_one_is_refus
         panic!("{proposals:?}");
     };
     assert_eq!(new.policy.rules("memcached").max_children, 1000);
+}
+
+#[test]
+fn a_new_version_takes_over_the_instance_slots_of_the_one_it_replaces() {
+    // Every slot is the plugin's: a second reservation would not fit, so a swap that reserved
+    // one would be refused while the old version still serves.
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: Some(util::shared_cache_dir()),
+        max_instances: 4,
+        max_concurrent_calls: 4,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let mut fixture = Fixture::with_runtime(runtime.clone());
+    std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
+    fixture.sync();
+    assert_eq!(runtime.free_instance_slots(), 0);
+    write_by_rename(&fixture.path("memcached.wasm"), &v2());
+    let proposals = fixture.sync();
+    assert!(
+        matches!(proposals.as_slice(), [Proposal::Replace { .. }]),
+        "{proposals:?}"
+    );
+    assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v2())));
+    drop(proposals);
+    assert_eq!(
+        runtime.free_instance_slots(),
+        0,
+        "the new version holds the share"
+    );
+    std::fs::remove_file(fixture.path("memcached.wasm")).unwrap();
+    drop(fixture.sync());
+    assert_eq!(
+        runtime.free_instance_slots(),
+        4,
+        "the removed plugin returned it"
+    );
 }

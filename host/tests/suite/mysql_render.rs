@@ -1,6 +1,6 @@
 //! The MySQL plugin through `operator-host render`: golden output of both examples, status from observed children, rejections.
 
-mod util;
+use crate::util;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

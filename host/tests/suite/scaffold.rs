@@ -1,6 +1,6 @@
 //! A plugin as a third party writes it: `operator-host new` against the SDK as `cargo package` ships it (or the Python and JavaScript SDKs as pip and npm install them), tested, built and rendered outside this workspace.
 
-mod util;
+use crate::util;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

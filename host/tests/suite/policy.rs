@@ -1,6 +1,6 @@
 //! The policy at plugin load: the registry admits plugins under it and gives them its limits.
 
-mod util;
+use crate::util;
 
 use std::path::Path;
 use std::sync::Arc;

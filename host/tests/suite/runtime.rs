@@ -1,6 +1,6 @@
 //! The sandbox enforces its limits and refuses what is not a plugin of this contract.
 
-mod util;
+use crate::util;
 
 use std::path::Path;
 use std::sync::{Arc, Barrier};
@@ -290,7 +290,7 @@ fn pages_to_fill(limit: usize) -> u32 {
 fn reconcile_bytes(runtime: &Arc<Runtime>, quick: bool, bytes: &[u8]) -> Result<(), CallError> {
     let path = Path::new("many-memories.wasm");
     let plugin = if quick {
-        runtime.load_quick(path, bytes).unwrap()
+        runtime.load_quick(path, bytes, None).unwrap()
     } else {
         runtime.load_bytes(path, bytes).unwrap()
     };
@@ -428,7 +428,7 @@ fn a_component_with_more_memories_than_allowed_is_refused_by_either_tier() {
         "{error:?}"
     );
     // Without a pool to check it at load, the first call (`info`, at load) is refused.
-    let plugin = baseline.load_quick(path, &three).unwrap();
+    let plugin = baseline.load_quick(path, &three, None).unwrap();
     let error = plugin.info().unwrap_err();
     assert!(
         matches!(&error, CallError::Instantiate { message } if message.contains("memory count")),
@@ -450,7 +450,7 @@ fn the_baseline_tier_hits_the_same_memory_limit() {
     .unwrap();
     let path = test_plugin("hostile");
     let plugin = runtime
-        .load_quick(&path, &std::fs::read(&path).unwrap())
+        .load_quick(&path, &std::fs::read(&path).unwrap(), None)
         .unwrap();
     assert_eq!(plugin.tier(), Tier::Baseline);
     let error = plugin.reconcile(&attack("memory", 0), "test").unwrap_err();
@@ -633,7 +633,7 @@ fn both_tiers_of_a_plugin_share_one_reservation() {
     .unwrap();
     let path = test_plugin("hostile");
     let baseline = runtime
-        .load_quick(&path, &std::fs::read(&path).unwrap())
+        .load_quick(&path, &std::fs::read(&path).unwrap(), None)
         .unwrap();
     assert_eq!(baseline.tier(), Tier::Baseline);
     let optimized = runtime.optimize(&baseline, &path).unwrap();

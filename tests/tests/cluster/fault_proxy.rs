@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The isolated cluster of this binary (its apiserver and etcd get restarted).
+/// The isolated cluster of this area (its apiserver and etcd get restarted).
 const ISOLATED: &str = "fault-proxy";
 
 /// One control-plane fault at a time: two tests restarting parts of the same cluster would

@@ -1,6 +1,6 @@
 //! The etcd plugin through `operator-host render`: golden output of the example, of a scale-up's membership Job behind its barrier, and of a missing TLS Secret.
 
-mod util;
+use crate::util;
 
 use std::path::PathBuf;
 

@@ -1,6 +1,6 @@
 //! `operator-host conformance` on every bundled plugin (they pass) and on hostile guests (each failure is named).
 
-mod util;
+use crate::util;
 
 use std::path::PathBuf;
 use std::process::Output;

@@ -4,7 +4,7 @@
 //! parent, and a removed plugin's parents are marked in their own namespaces.
 //!
 //! A host that serves every namespace of the shared cluster would reconcile the other tests'
-//! parents, so these run on a cluster of this binary's own, and take turns on it.
+//! parents, so these run on a cluster of this area's own, and take turns on it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -17,7 +17,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 use operator_host::plugin::Plugin;
 use operator_host::shard::{RING_LABEL, SHARD_LABEL};
-use operator_host_tests::devcluster::{self, Cluster, TestNamespace, wait_for};
+use operator_host_tests::devcluster::{self, IsolatedCluster, TestNamespace, wait_for};
 use operator_host_tests::election::plugin_dir;
 use operator_host_tests::host::{plugin_path, runtime};
 use operator_host_tests::hostile::{attack_resource, release_attacks, wait_for_finalizer};
@@ -27,7 +27,7 @@ use operator_host_tests::process_host::{Launch, ProcessHost, free_local_addr, ht
 use serde_json::json;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
-/// This binary's cluster: its hosts serve every namespace of it.
+/// This area's cluster: its hosts serve every namespace of it.
 const ISOLATED: &str = "all-namespaces";
 /// How long a host may take to become ready, and parents to converge (2 cores, several hosts).
 const BOUND: Duration = Duration::from_secs(120);
@@ -36,7 +36,7 @@ static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The cluster, the Memcached plugin, and a directory serving it.
 struct Setup {
-    cluster: &'static Cluster,
+    cluster: IsolatedCluster,
     client: Client,
     plugin: Arc<Plugin>,
     plugins: tempfile::TempDir,
@@ -58,7 +58,9 @@ impl Setup {
     }
 
     async fn namespace(&self, test: &str) -> TestNamespace {
-        TestNamespace::in_cluster(self.cluster, test).await.unwrap()
+        TestNamespace::in_cluster(&self.cluster, test)
+            .await
+            .unwrap()
     }
 
     /// Creates Memcached CRs `m-0`.. in `ns` (the CRD first, as the CRs may come before any
