@@ -24,9 +24,16 @@ EXAMPLE_PLUGINS_DIR := target/example-plugins
 SCALE_PLUGINS_DIR := target/scale-plugins
 FLEET_INDICES := 0 1 2 3 4 5 6 7 8 9
 
-.PHONY: bench-languages build host plugins rust-plugins python-env python-plugins python-test-plugins python-test js-env js-plugins js-test-plugins js-test go-plugins go-test-plugins go-test test-plugins scale-plugins test lint fmt bench bench-cluster bench-scale cluster-down cluster demo clean fuzz image manifests
+.PHONY: prerequisites test-prerequisites bench-languages build host plugins rust-plugins python-env python-plugins python-test-plugins python-test js-env js-plugins js-test-plugins js-test go-plugins go-test-plugins go-test test-plugins scale-plugins test lint fmt bench bench-cluster bench-scale cluster-down cluster demo clean fuzz image manifests
 
 build: host plugins
+
+# The rustup targets the plugins need (rustup adds what rust-toolchain.toml names only where it
+# installs by itself); `make test`'s adds the musl target and the Debian packages its tests use.
+prerequisites:
+	deploy/prerequisites.sh build
+test-prerequisites:
+	deploy/prerequisites.sh test
 
 host:
 	cargo build --release -p operator-host
@@ -35,7 +42,7 @@ host:
 # other guest languages (Python, JavaScript, Go).
 plugins: rust-plugins python-plugins js-plugins go-plugins
 
-rust-plugins:
+rust-plugins: prerequisites
 	cargo build --target wasm32-wasip2 --profile plugin $(addprefix -p ,$(PLUGINS))
 	mkdir -p $(PLUGINS_DIR)
 	for p in $(PLUGINS); do cp $(WASM_OUT)/$$p.wasm $(PLUGINS_DIR)/$$p.wasm.tmp && mv $(PLUGINS_DIR)/$$p.wasm.tmp $(PLUGINS_DIR)/$$p.wasm; done
@@ -97,15 +104,18 @@ $(JS_TEST_PLUGINS_DIR)/hostile.wasm: $(JS_ENV) $(JS_SDK_SOURCES) plugins/hostile
 GO_PLUGINS_DIR := target/plugins-go
 GO_BUILD_DIR := target/go-build
 GO_SDK_SOURCES := $(wildcard plugins/sdk-go/*.go plugins/sdk-go/go.mod)
-OPERATOR_HOST_DEBUG := $(CARGO_TARGET_DIR)/debug/operator-host
+# The host build that componentizes them: the release build `make build` and `make demo` make
+# anyway; `make test` asks for the debug one, which its tests build anyway (TOOL_PROFILE=debug).
+TOOL_PROFILE ?= release
+OPERATOR_HOST_TOOL := $(CARGO_TARGET_DIR)/$(TOOL_PROFILE)/operator-host
 
 # go_component(plugin dir, output): the module Go builds, made a component by the host.
 define go_component
 	mkdir -p $(dir $(2)) $(GO_BUILD_DIR)
 	cd $(1) && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath \
 		-o $(CURDIR)/$(GO_BUILD_DIR)/$(notdir $(1)).wasm .
-	cargo build -q -p operator-host
-	$(OPERATOR_HOST_DEBUG) componentize $(GO_BUILD_DIR)/$(notdir $(1)).wasm -o $(2)
+	cargo build -q -p operator-host $(if $(filter release,$(TOOL_PROFILE)),--release)
+	$(OPERATOR_HOST_TOOL) componentize $(GO_BUILD_DIR)/$(notdir $(1)).wasm -o $(2)
 endef
 
 go-plugins: $(GO_PLUGINS_DIR)/memcached.wasm
@@ -217,7 +227,8 @@ manifests: host rust-plugins
 
 # The README's test command: every test, including those against the local control plane.
 # Each suite runs even when one before it failed; the target fails if any did.
-test: test-plugins
+test: test-prerequisites
+	$(MAKE) test-plugins TOOL_PROFILE=debug
 	status=0; \
 	$(MAKE) python-test || status=1; \
 	$(MAKE) js-test || status=1; \

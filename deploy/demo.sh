@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
 # `make demo`: build what is missing, start the local control plane, run the host with the
 # example plugins, apply the examples, show the result, then keep the host running (Ctrl-C stops it).
+# With KUBECONFIG set (kind, k3d, a real cluster), the demo runs against that cluster instead and
+# builds no control plane; it needs kubectl on the PATH and creates the examples' CRDs there.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 state=target/demo
 mkdir -p "$state"
 
-make build
-deploy/devcluster/start.sh
-export KUBECONFIG="$root/target/devcluster/kubeconfig"
-kubectl="$root/target/devcluster/bin/kubectl"
+if [ -n "${KUBECONFIG:-}" ]; then
+	kubectl="$(command -v kubectl)" || { echo "KUBECONFIG is set: the demo needs kubectl on the PATH" >&2; exit 1; }
+	"$kubectl" version >/dev/null || { echo "the cluster of KUBECONFIG=$KUBECONFIG does not answer" >&2; exit 1; }
+	echo "using the cluster of KUBECONFIG=$KUBECONFIG (unset it for the local control plane)"
+	make build
+else
+	# The control plane's Go build and the host's Rust build, side by side on a cold machine.
+	deploy/devcluster/build.sh >/dev/null &
+	control_plane=$!
+	make build
+	wait "$control_plane"
+	deploy/devcluster/start.sh
+	export KUBECONFIG="$root/target/devcluster/kubeconfig"
+	kubectl="$root/target/devcluster/bin/kubectl"
+fi
 
 metrics_addr=127.0.0.1:8080
 # The examples' policy: each example plugin's kinds, restricted pods, and for etcd its TLS

@@ -18,6 +18,14 @@
 //! - [`shard`]: sharding the parents over the replicas (shard Leases, labels, drain handshake).
 //! - [`metrics`]: Prometheus metrics and health endpoints.
 //! - [`faults`]: crash points for fault-injection tests (empty unless built with `fault-injection`).
+//! - [`conformance`]: what the host relies on a plugin for, checked by calling it.
+//! - [`testing`]: a plugin's logic through the host's checks, natively (plugins' `cargo test`).
+//! - [`scaffold`]: `new`, a plugin to start from; [`componentize`]: a WASI preview1 module made
+//!   a component of the contract.
+//! - [`operator_plugin`]: the OperatorPlugin resource; [`oci`] and [`signature`]: plugins as
+//!   signed OCI artifacts; [`files`]: files written whole.
+//!
+//! ARCHITECTURE.md (at the repository's root) shows how they work together.
 
 pub mod cli;
 pub mod componentize;
