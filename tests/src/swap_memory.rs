@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use kube::Api;
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::devcluster::{TestNamespace, wait_for};
@@ -31,6 +32,10 @@ pub struct SwapMemory {
     /// Where the swapped host's memory sits after the last swap, and the fresh host's.
     pub after_by_kind: MemoryByKind,
     pub fresh_by_kind: MemoryByKind,
+    /// The fresh host again after as many rounds of reconciles as the swapped host made (each
+    /// round started by an annotation on every parent), when asked for: what serving for as
+    /// long costs without a swap, so that the difference is what the swaps left behind.
+    pub same_work: Option<(f64, MemoryByKind)>,
 }
 
 /// A process's resident memory by what holds it, in MiB (`/proc/<pid>/smaps`).
@@ -116,6 +121,11 @@ impl SwapMemory {
     /// The swapped host's memory over the fresh one's.
     pub fn ratio(&self) -> f64 {
         self.after / self.fresh
+    }
+
+    /// The swapped host's memory over that of the host that did the same work unswapped.
+    pub fn same_work_ratio(&self) -> Option<f64> {
+        self.same_work.as_ref().map(|(mib, _)| self.after / mib)
     }
 }
 
@@ -208,7 +218,8 @@ fn publish(build: &Path, file: &Path) {
 /// Serves `parents` Memcached parents with `builds[0]`, then swaps `swaps` times between the
 /// two builds (each swap waits until the new build served and reconciled every parent),
 /// sampling the host's memory every `every` swaps; then measures a fresh host serving the
-/// last build. `binary` is the host (`operator-host-faulty`).
+/// last build, and with `same_work` that host again after `swaps` rounds of reconciles.
+/// `binary` is the host (`operator-host-faulty`).
 pub async fn measure(
     binary: &Path,
     test: &str,
@@ -216,6 +227,7 @@ pub async fn measure(
     parents: usize,
     swaps: usize,
     every: usize,
+    same_work: bool,
 ) -> SwapMemory {
     // Both builds compiled into the shared compile cache first, as a host that has served
     // both has them: every swap then loads a cached artifact, as a fresh host loads the last.
@@ -280,6 +292,23 @@ pub async fn measure(
     reconciled(&fresh_host, metrics, 0.0, parents).await;
     let fresh = settled_rss_mib(fresh_host.pid()).await;
     let fresh_by_kind = memory_by_kind(fresh_host.pid());
+    let mut same_work_memory = None;
+    if same_work {
+        for round in 1..=swaps {
+            let before = reconciles(metrics).await;
+            let touch = Patch::Merge(json!({
+                "metadata": {"annotations": {"bench.operator-host.dev/round": round.to_string()}}
+            }));
+            for i in 0..parents {
+                api.patch(&format!("m-{i}"), &PatchParams::default(), &touch)
+                    .await
+                    .unwrap();
+            }
+            reconciled(&fresh_host, metrics, before, parents).await;
+        }
+        let pid = fresh_host.pid();
+        same_work_memory = Some((settled_rss_mib(pid).await, memory_by_kind(pid)));
+    }
     drop(fresh_host);
     ns.cleanup().await.unwrap();
     SwapMemory {
@@ -288,5 +317,6 @@ pub async fn measure(
         fresh,
         after_by_kind,
         fresh_by_kind,
+        same_work: same_work_memory,
     }
 }

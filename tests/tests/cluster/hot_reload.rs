@@ -294,6 +294,7 @@ async fn thirty_swaps_leave_the_host_no_bigger_than_a_fresh_one() {
         10,
         30,
         5,
+        false,
     )
     .await;
     println!("30 swaps: {run:?}, {:.2}x a fresh host", run.ratio());
