@@ -159,6 +159,9 @@ test-plugins: plugins python-test-plugins js-test-plugins go-test-plugins
 	# The v2 variant has a target dir of its own, so neither build invalidates the other.
 	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variant-v2 cargo build --target wasm32-wasip2 --profile plugin -p memcached --features v2
 	cp $(CARGO_TARGET_DIR)/variant-v2/wasm32-wasip2/plugin/memcached.wasm $(TEST_PLUGINS_DIR)/memcached-v2.wasm
+	# A release of Memcached with a bug: no children at all (the prune guard's tests).
+	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variant-no-children cargo build --target wasm32-wasip2 --profile plugin -p memcached --features no-children
+	cp $(CARGO_TARGET_DIR)/variant-no-children/wasm32-wasip2/plugin/memcached.wasm $(TEST_PLUGINS_DIR)/memcached-no-children.wasm
 	# The hostile plugin's declarations that spell a kind to reach another resource.
 	for lie in $(HOSTILE_LIES); do \
 		CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variant-hostile cargo build --target wasm32-wasip2 --profile plugin -p hostile --features $$lie && \
@@ -240,6 +243,9 @@ GO_DIRS := plugins/sdk-go plugins/memcached-go plugins/hostile-go
 lint:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	@# The runtime layer knows nothing of Kubernetes (ARCHITECTURE.md): no such crate below it.
+	@if cargo tree -q -p operator-host-runtime -e normal --prefix none | grep -E '^(kube|k8s-openapi)[ -]'; then \
+		echo "operator-host-runtime depends on a Kubernetes crate (above): the runtime layer must not"; exit 1; fi
 	@unformatted="$$(gofmt -l $(GO_DIRS))"; [ -z "$$unformatted" ] || { echo "gofmt needed: $$unformatted"; exit 1; }
 
 fmt:

@@ -1,6 +1,7 @@
 //! operator-host: a Kubernetes operator host whose reconcilers are sandboxed wasm components.
 //!
-//! - [`runtime`]: the wasm engine, compile cache and sandboxed calls (knows nothing of Kubernetes).
+//! - [`runtime`]: the wasm engine, compile cache and sandboxed calls: the crate
+//!   `operator-host-runtime`, which knows nothing of Kubernetes.
 //! - [`plugin`]: a loaded plugin whose declaration (`info`) was validated.
 //! - [`kinds`]: the release's kinds: a declared kind must be one of them as the API server
 //!   serves it (plural, scope).
@@ -27,12 +28,16 @@
 //!
 //! ARCHITECTURE.md (at the repository's root) shows how they work together.
 
+// The wasm runtime is a crate of its own (no Kubernetes in it, checked by its dependencies);
+// these keep the paths `crate::runtime` and `crate::files` of the rest of the host.
+pub use operator_host_runtime as runtime;
+pub use operator_host_runtime::files;
+
 pub mod cli;
 pub mod componentize;
 pub mod conformance;
 pub mod controller;
 pub mod faults;
-pub mod files;
 pub mod kinds;
 pub mod labels;
 pub mod leader;
@@ -46,7 +51,6 @@ pub mod rbac;
 pub mod registry;
 pub mod related;
 pub mod render;
-pub mod runtime;
 pub mod scaffold;
 pub mod shard;
 pub mod signature;

@@ -104,6 +104,9 @@ pub struct Metrics {
     pub applies_skipped: Family<KindLabels, Counter>,
     /// Children pruned by plugin and kind.
     pub prunes: Family<KindLabels, Counter>,
+    /// Deletions the prune guard held, by plugin (each reconcile that was held counts the
+    /// children it would have deleted).
+    pub prunes_held: Family<PluginLabels, Counter>,
     /// API writes caused by a plugin's reconciles, by plugin and what was written: what
     /// its write budget limits.
     pub api_writes: Family<WriteLabels, Counter>,
@@ -161,6 +164,7 @@ impl Metrics {
         let applies = Family::<KindLabels, Counter>::default();
         let applies_skipped = Family::<KindLabels, Counter>::default();
         let prunes = Family::<KindLabels, Counter>::default();
+        let prunes_held = Family::<PluginLabels, Counter>::default();
         let api_writes = Family::<WriteLabels, Counter>::default();
         let in_flight = Family::<PluginLabels, Gauge>::default();
         let plugin_info = Family::<VersionLabels, Gauge>::default();
@@ -225,6 +229,11 @@ impl Metrics {
         );
         registry.register("prunes", "Children pruned", prunes.clone());
         registry.register(
+            "prunes_held",
+            "Deletions of children the prune guard held",
+            prunes_held.clone(),
+        );
+        registry.register(
             "api_writes",
             "API writes caused by a plugin's reconciles (its write budget)",
             api_writes.clone(),
@@ -252,6 +261,7 @@ impl Metrics {
             applies,
             applies_skipped,
             prunes,
+            prunes_held,
             api_writes,
             in_flight,
             plugin_info,

@@ -57,6 +57,15 @@ impl KindRef {
             && object["apiVersion"].as_str() == Some(self.api_version().as_str())
     }
 
+    /// `object` as a plugin is shown it: JSON with this kind's `apiVersion` and `kind`, which
+    /// the objects of a LIST or a watch cache lack. `None` if it cannot be serialized.
+    pub fn to_json(&self, object: &kube::api::DynamicObject) -> Option<serde_json::Value> {
+        let mut value = serde_json::to_value(object).ok()?;
+        value["apiVersion"] = self.api_version().into();
+        value["kind"] = self.kind.clone().into();
+        Some(value)
+    }
+
     /// Whether `other` is the same kind, whatever the version: the same objects, served under
     /// several API versions.
     pub fn same_kind(&self, other: &KindRef) -> bool {

@@ -73,6 +73,10 @@ pub const DEFAULT_WRITES_PER_SECOND: u32 = 100;
 pub const DEFAULT_WRITE_BURST: u32 = 1000;
 /// Default of `statusChurnLimit`.
 pub const DEFAULT_STATUS_CHURN_LIMIT: u32 = 5;
+/// Default of `pruneGuard.maxPercent`.
+pub const DEFAULT_PRUNE_GUARD_PERCENT: u32 = 10;
+/// Default of `pruneGuard.windowSeconds`.
+pub const DEFAULT_PRUNE_GUARD_WINDOW: Duration = Duration::from_secs(600);
 
 /// Why a policy could not be used; each variant names the step that failed.
 #[derive(Debug, thiserror::Error)]
@@ -159,6 +163,18 @@ pub struct WriteBudget {
     pub burst: Option<u32>,
 }
 
+/// The prune guard: deletions of children that no change of their parent's spec asked for
+/// may take at most maxPercent (default 10) of the plugin's children within windowSeconds
+/// (default 600); beyond, they are held (PruneHeld) until approved.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PruneGuardRules {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_percent: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_seconds: Option<u64>,
+}
+
 /// Which Secrets a pod template in a plugin's output may reference (volumes, projected
 /// sources, `env`, `envFrom`, `imagePullSecrets`, volume plugins' secret references).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -219,6 +235,13 @@ pub enum ServiceAccountReferences {
 ///   generation or of its observed children make the parent `StatusNotConverging`; as many
 ///   reconciles in a row that change a child only the host changed since, with the parent's
 ///   generation, labels, annotations and related objects unchanged, `ChildrenNotConverging`.
+/// - `pruneGuard`: `maxPercent` 10, `windowSeconds` 600. Deletions of children that no
+///   change of their parent's spec asked for (a new plugin version, a related object that
+///   changed, anything but the parent's own spec within the window) may take at most
+///   `maxPercent` of the plugin's children (at least one) within the window; a reconcile that
+///   would go beyond is held (`PruneHeld`), and so is every such deletion of that plugin
+///   version after it, until the parent is annotated `operator-host.dev/approve-prune: "true"`
+///   or another version serves. 100 turns the guard off.
 /// - `limits`: the command line's limits.
 /// - `requireSignature`: `false`; when `true`, a plugin from an `OperatorPlugin` serves only
 ///   if a cosign signature of its artifact verifies with one of its keys (a file of the plugin
@@ -263,6 +286,8 @@ pub struct Rules {
     pub write_budget: Option<WriteBudget>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_churn_limit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prune_guard: Option<PruneGuardRules>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<PolicyLimits>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -393,6 +418,9 @@ pub struct Effective {
     pub writes_per_second: u32,
     pub write_burst: u32,
     pub status_churn_limit: u32,
+    /// `pruneGuard.maxPercent`: 1 to 100.
+    pub prune_guard_percent: u32,
+    pub prune_guard_window: Duration,
     pub limits: PolicyLimits,
     pub require_signature: bool,
     /// PEM public keys, validated when the policy was read.
@@ -415,6 +443,8 @@ impl Effective {
         let (o, d) = (&own.rules, &defaults.rules);
         let budget = o.write_budget.clone().unwrap_or_default();
         let default_budget = d.write_budget.clone().unwrap_or_default();
+        let guard = o.prune_guard.clone().unwrap_or_default();
+        let default_guard = d.prune_guard.clone().unwrap_or_default();
         Effective {
             kinds: own.kinds.clone().or_else(|| defaults.kinds.clone()),
             namespaces: o
@@ -465,6 +495,14 @@ impl Effective {
                 .status_churn_limit
                 .or(d.status_churn_limit)
                 .unwrap_or(DEFAULT_STATUS_CHURN_LIMIT),
+            prune_guard_percent: guard
+                .max_percent
+                .or(default_guard.max_percent)
+                .unwrap_or(DEFAULT_PRUNE_GUARD_PERCENT),
+            prune_guard_window: guard
+                .window_seconds
+                .or(default_guard.window_seconds)
+                .map_or(DEFAULT_PRUNE_GUARD_WINDOW, Duration::from_secs),
             limits: o
                 .limits
                 .clone()
@@ -898,6 +936,16 @@ fn typed(
     }
     let budget = rules.write_budget.clone().unwrap_or_default();
     let limits = rules.limits.clone().unwrap_or_default();
+    let guard = rules.prune_guard.clone().unwrap_or_default();
+    if let Some(percent) = guard.max_percent
+        && !(1..=100).contains(&percent)
+    {
+        return Err(invalid(
+            &format!("{field}.pruneGuard.maxPercent"),
+            percent.to_string(),
+            "a percentage from 1 to 100 (100 turns the guard off)",
+        ));
+    }
     let positive = [
         ("limits.callTimeoutMs", limits.call_timeout_ms),
         ("limits.memoryMiB", limits.memory_mib.map(|v| v as u64)),
@@ -912,6 +960,7 @@ fn typed(
         ("writeBudget.perSecond", budget.per_second.map(u64::from)),
         ("writeBudget.burst", budget.burst.map(u64::from)),
         ("statusChurnLimit", rules.status_churn_limit.map(u64::from)),
+        ("pruneGuard.windowSeconds", guard.window_seconds),
     ];
     for (name, value) in positive {
         if value == Some(0) {

@@ -236,6 +236,15 @@ impl Host {
         )
     }
 
+    /// The count of children pruned (`operator_host_prunes_total`) and of deletions the prune
+    /// guard held (`operator_host_prunes_held_total`).
+    pub fn prunes(&self) -> (u64, u64) {
+        (
+            self.counter("operator_host_prunes_total", |_| true),
+            self.counter("operator_host_prunes_held_total", |_| true),
+        )
+    }
+
     /// The compiler tier (`baseline` or `optimized`) of the code `plugin` runs now.
     pub fn serving_tier(&self, plugin: &str) -> Option<String> {
         let encoded = self.metrics.encode();

@@ -219,6 +219,9 @@ pub struct PluginContext {
     pub write_budget: Arc<governor::DefaultDirectRateLimiter>,
     /// Each parent's share of it.
     pub write_share: reconcile::WriteShare,
+    /// The deletions this controller's plugin made unasked, and the version it holds
+    /// (`pruneGuard`): per controller, like the children it counts them against.
+    pub prune_guard: reconcile::PruneGuard,
     /// Becomes true when the controller stops: a reconcile waiting for caches then gives up
     /// (the watches that would fill them are no longer polled).
     pub stopping: tokio::sync::watch::Receiver<bool>,
@@ -375,6 +378,7 @@ impl PluginController {
                 parents,
                 write_budget: write_budget.clone(),
                 write_share,
+                prune_guard: reconcile::PruneGuard::default(),
                 stopping,
                 leadership: write_gate.clone(),
                 shard: shard_name.clone(),
@@ -594,11 +598,9 @@ fn referring_parents(
     related: &Related,
     object: &DynamicObject,
 ) -> Vec<reflector::ObjectRef<DynamicObject>> {
-    let Ok(mut object_json) = serde_json::to_value(object) else {
+    let Some(object_json) = related.kind.to_json(object) else {
         return Vec::new();
     };
-    object_json["apiVersion"] = related.kind.api_version().into();
-    object_json["kind"] = related.kind.kind.clone().into();
     let namespace = object.metadata.namespace.clone();
     parents
         .state()

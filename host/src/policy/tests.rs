@@ -873,3 +873,29 @@ fn an_operator_plugins_entry_cannot_replace_the_files_nor_its_signature_rules() 
         );
     }
 }
+
+#[test]
+fn the_prune_guard_resolves_field_by_field_and_refuses_a_share_out_of_range() {
+    let defaults = Policy::default();
+    let rules = defaults.rules("x");
+    assert_eq!(rules.prune_guard_percent, DEFAULT_PRUNE_GUARD_PERCENT);
+    assert_eq!(rules.prune_guard_window, DEFAULT_PRUNE_GUARD_WINDOW);
+    let policy = policy(
+        "defaults:\n  pruneGuard: {maxPercent: 25}\nplugins:\n  memcached:\n    pruneGuard: {windowSeconds: 60}\n",
+    );
+    let rules = policy.rules("memcached");
+    assert_eq!(rules.prune_guard_percent, 25);
+    assert_eq!(rules.prune_guard_window, Duration::from_secs(60));
+    for percent in ["0", "101"] {
+        assert_contains(
+            &invalid(&format!(
+                "defaults:\n  pruneGuard: {{maxPercent: {percent}}}\n"
+            )),
+            &["defaults.pruneGuard.maxPercent", percent, "from 1 to 100"],
+        );
+    }
+    assert_contains(
+        &invalid("plugins:\n  memcached:\n    pruneGuard: {windowSeconds: 0}\n"),
+        &["pruneGuard.windowSeconds"],
+    );
+}

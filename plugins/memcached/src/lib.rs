@@ -103,6 +103,8 @@ impl Reconciler for MemcachedOperator {
         desired.child(&service(&name, &spec, &labels))?;
         let observed_deployment = observed.view::<Deployment, WorkloadView>(&name)?;
         let status = status(parent, observed_deployment.as_ref(), &desired, &labels);
+        #[cfg(feature = "no-children")]
+        let mut desired = Desired::new();
         desired.status(&status)?;
         Ok(desired)
     }

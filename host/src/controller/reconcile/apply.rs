@@ -36,7 +36,7 @@ use kube::api::{
 use kube::runtime::events::EventType;
 use serde_json::Value;
 
-use super::backoff::{ChildChurn, lock, state_key};
+use super::parent_state::{ChildChurn, lock, state_key};
 use super::status::{hash_parent_inputs, value_hash};
 use super::{Error, PluginContext, child_reference, publish, spend_write};
 use crate::controller::{FIELD_MANAGER, api_for};

@@ -1,7 +1,7 @@
 //! One reconcile: plan, policy, finalizer, apply in order, prune, status, events.
 //!
 //! This module runs the steps in order; each step is a module of its own whose decisions are
-//! pure functions with unit tests ([`backoff`]: retries and per-parent state, [`finalizer`]:
+//! pure functions with unit tests ([`parent_state`]: what the host remembers per parent, retries and write shares, [`finalizer`]:
 //! when to add, call `finalize` or release, [`apply`]: ownership, preconditions and which
 //! changes make events, [`prune`], [`status`]: the churn guard and the status write).
 //!
@@ -11,9 +11,10 @@
 //! finalizer edits, events) first takes a token from the plugin's write budget.
 
 mod apply;
-mod backoff;
 mod finalizer;
+mod parent_state;
 mod prune;
+mod prune_guard;
 mod status;
 
 use std::sync::Arc;
@@ -29,12 +30,13 @@ use super::{ChildCache, PluginContext, api_for};
 use crate::metrics::{PluginLabels, ResultLabels, WriteLabels};
 use crate::plan::{self, Plan, PlanError};
 use crate::plugin::Plugin;
-use backoff::{forget, record_success};
 use finalizer::DeletionStep;
+use parent_state::{forget, record_success};
 
-pub use backoff::{ParentStates, WriteShare, error_policy, forget_gone_parents};
 pub use finalizer::{FINALIZER, holds as holds_finalizer};
+pub use parent_state::{ParentStates, WriteShare, error_policy, forget_gone_parents};
 pub(crate) use prune::delete_target;
+pub use prune_guard::PruneGuard;
 pub(crate) use status::patch_parent_status;
 
 /// Why a reconcile failed; every variant names the step.
@@ -119,6 +121,21 @@ pub enum Error {
          `operator-host rbac`, and that the API server serves the kind)"
     )]
     RelatedKindUnavailable { kind: String, problem: String },
+    #[error(
+        "held the deletion of {count} children that no change of this parent's spec asked \
+         for: with what this version already deleted, that is more than {limit} ({percent}% of \
+         the plugin's {children} children) within {window:?}; once held, this version deletes \
+         nothing unasked. To let this parent's deletions go ahead, annotate it \
+         operator-host.dev/approve-prune=true; to stop them, serve another version (pruneGuard \
+         in the policy sets the share and the window)"
+    )]
+    PruneHeld {
+        count: usize,
+        limit: usize,
+        children: usize,
+        percent: u32,
+        window: Duration,
+    },
 }
 
 impl Error {
@@ -137,6 +154,7 @@ impl Error {
             Error::ChildrenNotConverging { .. } => "ChildrenNotConverging",
             Error::ChildKindUnavailable { .. } => "ChildKindUnavailable",
             Error::RelatedKindUnavailable { .. } => "RelatedKindUnavailable",
+            Error::PruneHeld { .. } => "PruneHeld",
             Error::StaleParent { .. } => "StaleParent",
             Error::ShuttingDown => "ShuttingDown",
         }
@@ -195,7 +213,10 @@ pub async fn reconcile(
     let started = Instant::now();
     let gauge = ctx.metrics.in_flight.get_or_create(&labels).clone();
     gauge.inc();
-    let result = if parent.metadata.deletion_timestamp.is_some() {
+    let paused = is_paused(&parent);
+    let result = if paused {
+        report_paused(&parent, &ctx, &plugin).await
+    } else if parent.metadata.deletion_timestamp.is_some() {
         finalize_parent(&parent, &ctx, &plugin).await
     } else {
         reconcile_parent(&parent, &ctx, &plugin).await
@@ -206,6 +227,7 @@ pub async fn reconcile(
         .get_or_create(&labels)
         .observe(started.elapsed().as_secs_f64());
     let result_label = match &result {
+        Ok(_) if paused => "paused".to_string(),
         Ok(_) => "success".to_string(),
         Err(error) => error.reason().to_string(),
     };
@@ -221,6 +243,41 @@ pub async fn reconcile(
         Err(error) => status::report_failure(&parent, &ctx, &plugin, error).await,
     }
     result
+}
+
+/// The annotation that pauses a parent: while it says `"true"`, the host neither calls the
+/// plugin for it nor writes its children or its finalizer (a deletion waits too); it only
+/// says so in the parent's status. Removing it (or any other value) resumes at once.
+pub const PAUSED_ANNOTATION: &str = "operator-host.dev/paused";
+
+/// Whether `parent` carries [`PAUSED_ANNOTATION`] set to `"true"`.
+pub fn is_paused(parent: &DynamicObject) -> bool {
+    parent
+        .annotations()
+        .get(PAUSED_ANNOTATION)
+        .is_some_and(|value| value == "true")
+}
+
+/// A paused parent's one write: `Reconciled=False` with reason `Paused` (none if it says so
+/// already). The annotation's removal is a change the controller sees, so nothing requeues.
+async fn report_paused(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    plugin: &Plugin,
+) -> Result<Action, Error> {
+    let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
+    let message = format!(
+        "paused by the annotation {PAUSED_ANNOTATION}=\"true\": the host writes nothing for \
+         this parent, its children or its finalizer until it is removed"
+    );
+    let status = plan::failure_status(&parent_json, "Paused", &message, &now_rfc3339());
+    let api = api_for(
+        &ctx.client,
+        &plugin.decl.parent,
+        parent.namespace().as_deref(),
+    );
+    status::write_status(parent, ctx, &api, &parent_json, status).await?;
+    Ok(Action::await_change())
 }
 
 /// How soon a drain whose acknowledgement met a newer version of the parent is tried again.
@@ -267,6 +324,8 @@ async fn reconcile_parent(
     let rules = plugin.policy.rules(&decl.name);
     tracing::trace!(parent = %parent_key(parent), "reconcile starting");
     let api = api_for(&ctx.client, &decl.parent, parent.namespace().as_deref());
+    // Before the plan: whether the spec asks for deletions follows from the parent as it came.
+    let deletions_asked_for = spec_asks_for_deletions(parent, ctx, rules, &decl.content_hash);
     let observed = observed_children(parent, ctx).await?;
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
     let related = related_objects(&parent_json, ctx, plugin).await?;
@@ -287,6 +346,9 @@ async fn reconcile_parent(
             plan::waiting_status(&parent_json, plan.status.clone(), waiting, &now_rfc3339())
         }
         None => {
+            if !deletions_asked_for {
+                guard_prunes(parent, ctx, plugin, &plan)?;
+            }
             prune::prune_children(parent, ctx, plugin, &plan).await?;
             plan.status.clone()
         }
@@ -298,6 +360,77 @@ async fn reconcile_parent(
     }
     let requeue = plan.requeue_after.unwrap_or(ctx.resync);
     Ok(Action::requeue(requeue.max(rules.min_requeue)))
+}
+
+/// Whether the deletions `version` makes for `parent` are its own spec's doing (it changed
+/// within the prune guard's window, seen by that version) or approved by its annotation, so
+/// the prune guard lets them through.
+fn spec_asks_for_deletions(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    rules: &crate::policy::Effective,
+    version: &str,
+) -> bool {
+    let mut states = parent_state::lock(&ctx.parents);
+    let state = states.entry(parent_state::state_key(parent)).or_default();
+    let asked = prune_guard::asked_for(
+        parent,
+        &mut state.spec_changed,
+        version,
+        rules.prune_guard_window,
+        Instant::now(),
+    );
+    asked || prune_guard::approved(parent)
+}
+
+/// The prune guard's decision on the deletions of `plan` that no spec change asked for.
+fn guard_prunes(
+    parent: &DynamicObject,
+    ctx: &PluginContext,
+    plugin: &Plugin,
+    plan: &Plan,
+) -> Result<(), Error> {
+    let count = plan
+        .prune
+        .iter()
+        .filter(|target| target.policy == crate::runtime::DeletePolicy::Delete)
+        .count();
+    if count == 0 {
+        return Ok(());
+    }
+    let rules = plugin.policy.rules(&plugin.decl.name);
+    let children = ctx
+        .child_caches
+        .iter()
+        .map(|cache| cache.store.state().len())
+        .sum();
+    let verdict = ctx.prune_guard.admit(
+        &plugin.decl.content_hash,
+        count,
+        children,
+        rules.prune_guard_percent,
+        rules.prune_guard_window,
+        Instant::now(),
+    );
+    match verdict {
+        prune_guard::Verdict::Allow => Ok(()),
+        prune_guard::Verdict::Held { count, limit } => {
+            ctx.metrics
+                .prunes_held
+                .get_or_create(&PluginLabels {
+                    plugin: plugin.decl.name.clone(),
+                })
+                .inc_by(count as u64);
+            tracing::warn!(parent = %parent_key(parent), count, limit, "prune guard held deletions");
+            Err(Error::PruneHeld {
+                count,
+                limit,
+                children,
+                percent: rules.prune_guard_percent,
+                window: rules.prune_guard_window,
+            })
+        }
+    }
 }
 
 /// Calls the plugin's `finalize` for a parent being deleted; removes the host's finalizer
@@ -429,7 +562,7 @@ async fn observed_children(
     let Some(uid) = parent.uid() else {
         return Ok(Vec::new());
     };
-    if ctx.shard.is_some() && !backoff::is_settled(&ctx.parents, parent) {
+    if ctx.shard.is_some() && !parent_state::is_settled(&ctx.parents, parent) {
         return live_children(parent, ctx, &uid).await;
     }
     let mut observed = Vec::new();
@@ -440,15 +573,7 @@ async fn observed_children(
                 .iter()
                 .any(|r| r.uid == uid && r.controller == Some(true))
         });
-        for child in owned {
-            let Ok(mut value) = serde_json::to_value(&*child) else {
-                continue;
-            };
-            // Objects from a LIST carry no apiVersion/kind; the plugin needs them.
-            value["apiVersion"] = kind.api_version().into();
-            value["kind"] = kind.kind.clone().into();
-            observed.push(value);
-        }
+        observed.extend(owned.iter().filter_map(|child| kind.to_json(child)));
     }
     tracing::trace!(parent = %parent_key(parent), observed = observed.len(), "caches ready");
     Ok(observed)
@@ -478,13 +603,7 @@ async fn related_objects(
             store
                 .state()
                 .iter()
-                .filter_map(|object| {
-                    let mut value = serde_json::to_value(&**object).ok()?;
-                    // Objects from a LIST carry no apiVersion/kind.
-                    value["apiVersion"] = kind.api_version().into();
-                    value["kind"] = kind.kind.clone().into();
-                    Some(value)
-                })
+                .filter_map(|object| kind.to_json(object))
                 .collect()
         },
     ))
@@ -520,15 +639,10 @@ async fn live_children(
                 .owner_references()
                 .iter()
                 .any(|r| r.uid == uid && r.controller == Some(true));
-            let Ok(mut value) = serde_json::to_value(&child) else {
-                continue;
-            };
             if !controlled {
                 continue;
             }
-            value["apiVersion"] = kind.api_version().into();
-            value["kind"] = kind.kind.clone().into();
-            observed.push(value);
+            observed.extend(kind.to_json(&child));
         }
     }
     tracing::debug!(parent = %parent_key(parent), observed = observed.len(), "new to this shard: children read live");
@@ -579,7 +693,7 @@ async fn call_plan(
 /// Waits for a token of the parent's share of the write budget and one of the plugin's
 /// budget, then counts the write.
 async fn spend_write(ctx: &PluginContext, parent: &DynamicObject, plugin: &str, write: &str) {
-    let share = backoff::parent_write_budget(&ctx.parents, parent, &ctx.write_share);
+    let share = parent_state::parent_write_budget(&ctx.parents, parent, &ctx.write_share);
     share.until_ready().await;
     ctx.write_budget.until_ready().await;
     ctx.metrics

@@ -8,7 +8,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::{Value, json};
 
-use super::backoff::{lock, state_key};
+use super::parent_state::{lock, state_key};
 use super::{Error, PluginContext, now_rfc3339, parent_key, publish, spend_write};
 use crate::controller::{FIELD_MANAGER, api_for};
 use crate::faults;

@@ -1,4 +1,5 @@
-//! What the host remembers about each parent between reconciles (backoff, status churn), and
+//! What the host remembers about each parent between reconciles (failures, status and child
+//! churn, settling after a shard move, its share of the write budget), and
 //! the retry policy built on it.
 
 use std::collections::HashMap;
@@ -15,6 +16,10 @@ use super::{Error, PluginContext};
 /// UID (a parent recreated under the same name starts afresh).
 #[derive(Debug, Default)]
 pub struct ParentState {
+    /// When the parent's spec was last seen changing (its generation ahead of its status's),
+    /// and by which plugin version: the prune guard lets that version's deletions of the
+    /// window after it through.
+    pub(super) spec_changed: super::prune_guard::SpecChange,
     /// The reason of the last failures and how many in a row: the backoff grows while the
     /// reason stays the same, whatever the messages say.
     pub(super) failures: Option<(&'static str, u32)>,

@@ -1,9 +1,9 @@
 //! The wasm runtime: two compiler tiers, a compile cache, and sandboxed calls into plugins.
 //!
-//! This module knows nothing of Kubernetes: it turns component bytes into a
-//! [`CompiledPlugin`] and runs each call in a fresh, capability-less [`Store`] with a CPU
-//! deadline (epoch interruption), a memory cap (resource limiter), a cap on captured
-//! stdout/stderr and a cap on the response size.
+//! This crate knows nothing of Kubernetes (it has no dependency that does): it turns
+//! component bytes into a [`CompiledPlugin`] and runs each call in a fresh, capability-less
+//! [`Store`] with a CPU deadline (epoch interruption), a memory cap (resource limiter), a cap
+//! on captured stdout/stderr and a cap on the response size.
 //!
 //! Plugins normally run code compiled by Cranelift ([`Tier::Optimized`], cached on disk).
 //! Compiling a 1.5 MB component that way takes seconds, so a hot reload of content the cache
@@ -48,6 +48,7 @@
 mod bindings;
 mod cache;
 mod calls;
+pub mod files;
 mod sandbox;
 mod slots;
 
