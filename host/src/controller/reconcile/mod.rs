@@ -258,14 +258,25 @@ pub fn is_paused(parent: &DynamicObject) -> bool {
         .is_some_and(|value| value == "true")
 }
 
-/// A paused parent's one write: `Reconciled=False` with reason `Paused` (none if it says so
-/// already). The annotation's removal is a change the controller sees, so nothing requeues.
+/// A paused parent's one write: `Reconciled=False` with reason `Paused`, unless it says so
+/// already (for whatever generation: a spec change while paused is not written either). The
+/// annotation's removal is a change the controller sees, so nothing requeues.
 async fn report_paused(
     parent: &DynamicObject,
     ctx: &PluginContext,
     plugin: &Plugin,
 ) -> Result<Action, Error> {
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
+    let says_paused = parent_json["status"]["conditions"]
+        .as_array()
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c["type"] == "Reconciled" && c["reason"] == "Paused")
+        });
+    if says_paused {
+        return Ok(Action::await_change());
+    }
     let message = format!(
         "paused by the annotation {PAUSED_ANNOTATION}=\"true\": the host writes nothing for \
          this parent, its children or its finalizer until it is removed"
