@@ -1,7 +1,7 @@
 //! Runs the operator host in-process for a test, confined to the test's namespaces.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -61,6 +61,14 @@ fn fitted(policy: Policy) -> (Policy, Arc<Runtime>) {
         .or_insert_with(|| Runtime::new(config).expect("the wasm runtime starts"))
         .clone();
     (policy, runtime)
+}
+
+/// Puts `build` in place as `file` the way a release does: written aside, renamed over, so a
+/// watching host never reads half of it.
+pub fn publish(build: &Path, file: &Path) {
+    let staged = file.with_extension("staged");
+    std::fs::copy(build, &staged).unwrap();
+    std::fs::rename(&staged, file).unwrap();
 }
 
 /// The host's run loop (`operator-host run`) over a plugin directory, confined to the given

@@ -13,6 +13,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::devcluster::{TestNamespace, wait_for};
+use crate::host::publish;
 use crate::memcached::{create, memcached_resource};
 use crate::process_host::{Launch, ProcessHost, free_local_addr, http_get};
 
@@ -206,13 +207,6 @@ async fn reconciled(host: &ProcessHost, metrics: SocketAddr, since: f64, count: 
     })
     .await;
     outcome.unwrap_or_else(|e| panic!("{e}; log tail:\n{}", host.log_tail(30)));
-}
-
-/// Puts `build` in place as `file` the way a release does: written aside, renamed over.
-fn publish(build: &Path, file: &Path) {
-    let staged = file.with_extension("staged");
-    std::fs::copy(build, &staged).unwrap();
-    std::fs::rename(&staged, file).unwrap();
 }
 
 /// Serves `parents` Memcached parents with `builds[0]`, then swaps `swaps` times between the

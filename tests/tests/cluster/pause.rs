@@ -8,22 +8,13 @@ use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
-use operator_host_tests::memcached::{create, memcached_resource};
+use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 /// How long a paused parent is watched for writes that must not come.
 const QUIET: Duration = Duration::from_secs(5);
 const NAME: &str = "paused";
-
-/// The `Reconciled` condition of `parent`.
-fn reconciled(parent: &DynamicObject) -> Value {
-    parent.data["status"]["conditions"]
-        .as_array()
-        .and_then(|conditions| conditions.iter().find(|c| c["type"] == "Reconciled"))
-        .cloned()
-        .unwrap_or(Value::Null)
-}
 
 async fn annotate(api: &Api<DynamicObject>, value: Value) {
     let patch = json!({"metadata": {"annotations": {"operator-host.dev/paused": value}}});
@@ -53,11 +44,11 @@ async fn a_paused_parent_gets_no_writes_until_the_annotation_goes() {
     annotate(&parents, json!("true")).await;
     let paused = wait_for("Reconciled=False reason Paused", TIMEOUT, || async {
         let parent = parents.get(NAME).await?;
-        Ok((reconciled(&parent)["reason"] == "Paused").then_some(parent))
+        Ok((reconciled_condition(&parent)["reason"] == "Paused").then_some(parent))
     })
     .await
     .unwrap();
-    assert_eq!(reconciled(&paused)["status"], "False");
+    assert_eq!(reconciled_condition(&paused)["status"], "False");
     let deployment_version = deployments.get(NAME).await.unwrap().resource_version();
     parents
         .patch(
@@ -89,7 +80,7 @@ async fn a_paused_parent_gets_no_writes_until_the_annotation_goes() {
     .unwrap();
     wait_for("Reconciled=True again", TIMEOUT, || async {
         let parent = parents.get(NAME).await?;
-        Ok((reconciled(&parent)["status"] == "True").then_some(()))
+        Ok((reconciled_condition(&parent)["status"] == "True").then_some(()))
     })
     .await
     .unwrap();

@@ -2,55 +2,23 @@
 //! children) swapped in under the defaults deletes nothing; every parent says `PruneHeld`
 //! with a Warning event; an approved parent's children go; the next good release serves.
 
-use std::path::Path;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
-use operator_host_tests::host::{Host, plugin_path};
-use operator_host_tests::memcached::{create, memcached_resource};
-use serde_json::{Value, json};
+use operator_host_tests::host::{Host, plugin_path, publish};
+use operator_host_tests::memcached::{
+    create, managed_children, memcached_resource, reconciled_condition,
+};
+use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const PARENTS: usize = 4;
 
-/// Puts `build` in place of `file` as a release does: written aside, renamed over.
-fn publish(build: &Path, file: &Path) {
-    let staged = file.with_extension("staged");
-    std::fs::copy(build, &staged).unwrap();
-    std::fs::rename(&staged, file).unwrap();
-}
-
-/// The `Reconciled` condition of `parent`.
-fn reconciled(parent: &DynamicObject) -> Value {
-    parent.data["status"]["conditions"]
-        .as_array()
-        .and_then(|conditions| conditions.iter().find(|c| c["type"] == "Reconciled"))
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
-/// The names of the Deployments and Services in the namespace.
+/// The Memcached plugin's Deployments and Services in `ns`, as `Kind/name`.
 async fn children(ns: &TestNamespace) -> Vec<String> {
-    let params = ListParams::default();
-    let deployments = ns.api::<Deployment>().list(&params).await.unwrap();
-    let services = ns.api::<Service>().list(&params).await.unwrap();
-    let mut names: Vec<String> = deployments
-        .items
-        .iter()
-        .map(|d| format!("Deployment/{}", d.name_any()))
-        .chain(
-            services
-                .items
-                .iter()
-                .map(|s| format!("Service/{}", s.name_any())),
-        )
-        .collect();
-    names.sort();
-    names
+    managed_children(ns, "").await.0.into_keys().collect()
 }
 
 #[tokio::test]
@@ -92,12 +60,12 @@ async fn a_release_that_drops_every_child_deletes_nothing_until_approved() {
             TIMEOUT,
             || async {
                 let parent = parents.get(&name).await?;
-                Ok((reconciled(&parent)["reason"] == "PruneHeld").then_some(parent))
+                Ok((reconciled_condition(&parent)["reason"] == "PruneHeld").then_some(parent))
             },
         )
         .await
         .unwrap();
-        let message = reconciled(&held)["message"]
+        let message = reconciled_condition(&held)["message"]
             .as_str()
             .unwrap_or_default()
             .to_string();
@@ -151,7 +119,7 @@ async fn a_release_that_drops_every_child_deletes_nothing_until_approved() {
             Ok(listed
                 .items
                 .iter()
-                .all(|parent| reconciled(parent)["status"] == "True")
+                .all(|parent| reconciled_condition(parent)["status"] == "True")
                 .then_some(()))
         },
     )
