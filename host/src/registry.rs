@@ -491,8 +491,6 @@ impl Registry {
         policy: Arc<Policy>,
         served: Option<&Plugin>,
     ) -> Result<Arc<Plugin>, String> {
-        // A plugin is known by its file name or resource name, which the administrator chose: a name it gives
-        // itself must not reach another plugin's policy entry.
         let file_name = file_stem(path);
         // The new version takes over the served one's instance slots, unless it is to have
         // another number of them: resizing a shared share would change the served version's
@@ -508,6 +506,8 @@ impl Registry {
             .load_quick(path, bytes, replacing)
             .map_err(|e| e.to_string())?;
         let mut plugin = Plugin::from_compiled(path, compiled).map_err(|e| e.to_string())?;
+        // A plugin is known by its file name or resource name, which the administrator chose: a name it gives
+        // itself must not reach another plugin's policy entry.
         if plugin.decl.name != file_name {
             let fix = if ClusterPlugins::is_id(path) {
                 format!("name the OperatorPlugin {:?}", plugin.decl.name)
