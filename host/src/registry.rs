@@ -526,13 +526,11 @@ impl Registry {
         }
         plugin.limit_by(&policy, self.runtime.limits());
         // Its share of the instance pool: calls beyond it wait rather than take
-        // another plugin's slots.
-        if let Some(calls) = policy.max_concurrent_calls(&plugin.decl.name) {
-            plugin
-                .compiled
-                .set_max_concurrent_calls(calls)
-                .map_err(|e| e.to_string())?;
-        }
+        // another plugin's slots (a no-op when the load reserved or took over that many).
+        plugin
+            .compiled
+            .set_max_concurrent_calls(calls)
+            .map_err(|e| e.to_string())?;
         plugin.policy = policy;
         Ok(Arc::new(plugin))
     }

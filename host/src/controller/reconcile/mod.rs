@@ -251,7 +251,7 @@ pub async fn reconcile(
 pub const PAUSED_ANNOTATION: &str = "operator-host.dev/paused";
 
 /// Whether `parent` carries [`PAUSED_ANNOTATION`] set to `"true"`.
-pub fn is_paused(parent: &DynamicObject) -> bool {
+fn is_paused(parent: &DynamicObject) -> bool {
     parent
         .annotations()
         .get(PAUSED_ANNOTATION)
@@ -272,7 +272,7 @@ async fn report_paused(
         .is_some_and(|conditions| {
             conditions
                 .iter()
-                .any(|c| c["type"] == "Reconciled" && c["reason"] == "Paused")
+                .any(|c| c["type"] == plan::RECONCILED && c["reason"] == "Paused")
         });
     if says_paused {
         return Ok(Action::await_change());
@@ -410,11 +410,7 @@ fn guard_prunes(
         return Ok(());
     }
     let rules = plugin.policy.rules(&plugin.decl.name);
-    let children = ctx
-        .child_caches
-        .iter()
-        .map(|cache| cache.store.state().len())
-        .sum();
+    let children = ctx.child_caches.iter().map(|cache| cache.store.len()).sum();
     let verdict = ctx.prune_guard.admit(
         &plugin.decl.content_hash,
         count,

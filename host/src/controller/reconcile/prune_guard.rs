@@ -50,7 +50,7 @@ struct GuardState {
 }
 
 /// The share of `children` a window may delete unasked: `percent` of them, at least one.
-pub fn limit(children: usize, percent: u32) -> usize {
+fn limit(children: usize, percent: u32) -> usize {
     (children * percent as usize / 100).max(1)
 }
 
