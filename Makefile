@@ -281,7 +281,8 @@ demo:
 # controller; re-convergence after a hot swap vs convergence from scratch; the API writes of a
 # status-counter plugin with the policy's write protections relaxed vs the defaults; the
 # takeover after a leader is killed; a new version through an OperatorPlugin vs the plugin
-# directory; the host's memory across 100 hot swaps per guest language vs a fresh host.
+# directory; the host's memory across 100 hot swaps per guest language vs a fresh host;
+# `diff` over 1,000 live parents vs reconciling them once.
 bench-cluster: test-plugins
 	cargo bench -p operator-host-tests --bench convergence
 	cargo bench -p operator-host-tests --bench hot_swap
@@ -289,6 +290,7 @@ bench-cluster: test-plugins
 	cargo bench -p operator-host-tests --bench takeover
 	cargo bench -p operator-host-tests --bench plugin_rollout
 	cargo bench -p operator-host-tests --bench swap_memory
+	cargo bench -p operator-host-tests --bench diff
 
 # Scale on the devcluster (tests/benches/scale.rs): 10 operands in one host vs 10 native
 # controllers, RSS per parent at 10,000 parents, restart with 10 plugins, 1 vs 3 sharded

@@ -11,8 +11,11 @@
 //! - [`policy`]: the administrator's policy: what each plugin may produce, and its limits.
 //! - [`rbac`]: the ClusterRole the host needs for a set of plugins under a policy.
 //! - [`render`]: offline rendering of a CR through a plugin, using [`plan`].
+//! - [`diff`]: what a new plugin version would change on every live parent, against the
+//!   serving one, using [`plan`] and [`policy`].
 //! - [`controller`]: the run loop against the API server (watch, apply, prune, status).
-//! - [`registry`]: which version each plugin file serves; hot reload decisions.
+//! - [`registry`]: which version each plugin file serves; hot reload decisions; [`rollout`]:
+//!   the gate a new version passes before it serves.
 //! - [`watch`]: the debounced watcher of the plugin directory.
 //! - [`cli`]: the `operator-host` command line (the binary's edge).
 //! - [`leader`]: leader election with fencing (a Lease; only the holder writes).
@@ -37,6 +40,7 @@ pub mod cli;
 pub mod componentize;
 pub mod conformance;
 pub mod controller;
+pub mod diff;
 pub mod faults;
 pub mod kinds;
 pub mod labels;
@@ -51,6 +55,7 @@ pub mod rbac;
 pub mod registry;
 pub mod related;
 pub mod render;
+pub mod rollout;
 pub mod scaffold;
 pub mod shard;
 pub mod signature;

@@ -107,6 +107,9 @@ pub struct Metrics {
     /// Deletions the prune guard held, by plugin (each reconcile that was held counts the
     /// children it would have deleted).
     pub prunes_held: Family<PluginLabels, Counter>,
+    /// New plugin versions held before they served (`rollout`), by plugin: each time the
+    /// host planned a held version and held it again counts.
+    pub rollouts_held: Family<PluginLabels, Counter>,
     /// API writes caused by a plugin's reconciles, by plugin and what was written: what
     /// its write budget limits.
     pub api_writes: Family<WriteLabels, Counter>,
@@ -165,6 +168,7 @@ impl Metrics {
         let applies_skipped = Family::<KindLabels, Counter>::default();
         let prunes = Family::<KindLabels, Counter>::default();
         let prunes_held = Family::<PluginLabels, Counter>::default();
+        let rollouts_held = Family::<PluginLabels, Counter>::default();
         let api_writes = Family::<WriteLabels, Counter>::default();
         let in_flight = Family::<PluginLabels, Gauge>::default();
         let plugin_info = Family::<VersionLabels, Gauge>::default();
@@ -234,6 +238,11 @@ impl Metrics {
             prunes_held.clone(),
         );
         registry.register(
+            "rollouts_held",
+            "New plugin versions held before serving: their plans would delete too much",
+            rollouts_held.clone(),
+        );
+        registry.register(
             "api_writes",
             "API writes caused by a plugin's reconciles (its write budget)",
             api_writes.clone(),
@@ -262,6 +271,7 @@ impl Metrics {
             applies_skipped,
             prunes,
             prunes_held,
+            rollouts_held,
             api_writes,
             in_flight,
             plugin_info,

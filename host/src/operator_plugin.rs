@@ -833,6 +833,10 @@ fn offer(
             digest: fetched.digest.clone(),
             bytes: fetched.bytes,
             policy: resource.spec.policy.clone(),
+            approval: resource
+                .annotations()
+                .get(crate::rollout::APPROVE_ANNOTATION)
+                .cloned(),
         },
     );
     match &fetched.signed_by {
@@ -867,7 +871,30 @@ fn serving_condition(
     content_hash: &str,
 ) {
     let hex = content_hash.trim_start_matches("sha256:");
-    match config.cluster.outcome(name) {
+    let outcome = config.cluster.outcome(name);
+    match &outcome {
+        Some((
+            Outcome::Held {
+                content_hash,
+                reason,
+                ..
+            },
+            _,
+        )) if content_hash == hex => {
+            set_condition(status, "RolloutHeld", "True", "RolloutHeld", reason);
+        }
+        _ if status.conditions.iter().any(|c| c.type_ == "RolloutHeld") => {
+            set_condition(
+                status,
+                "RolloutHeld",
+                "False",
+                "NotHeld",
+                "no version of this resource is held before serving",
+            );
+        }
+        _ => {}
+    }
+    match outcome {
         Some((Outcome::Serving { content_hash }, served)) if content_hash == hex => {
             if let Some(served) = served {
                 status.plugin = Some(served.plugin);
@@ -901,6 +928,14 @@ fn serving_condition(
                 &format!("{error}{keeps}"),
             );
         }
+        Some((Outcome::Held { content_hash, .. }, _)) if content_hash == hex => set_condition(
+            status,
+            "Serving",
+            "False",
+            "RolloutHeld",
+            "held before serving until approved (see the RolloutHeld condition); what served \
+             before keeps serving",
+        ),
         _ => set_condition(
             status,
             "Serving",

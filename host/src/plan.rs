@@ -382,10 +382,8 @@ pub fn plan_from_response(
         PlanError::InvalidPluginOutput(format!("the status is not valid JSON: {e}"))
     })?;
     let message = format!(
-        "plugin {}@{} ({}) produced {} children",
-        plugin.name,
-        plugin.version,
-        short_hash(&plugin.content_hash),
+        "{} produced {} children",
+        version_identity(plugin),
         apply.len()
     );
     let status = merge_status(
@@ -425,6 +423,17 @@ fn reconciled(ok: bool, reason: &str, message: &str) -> Value {
         "reason": reason,
         "message": message,
     })
+}
+
+/// How the host's `Reconciled` message names the version that made a plan:
+/// `plugin memcached@0.1.0 (sha256:0123456789ab)`.
+pub fn version_identity(plugin: &Declaration) -> String {
+    format!(
+        "plugin {}@{} ({})",
+        plugin.name,
+        plugin.version,
+        short_hash(&plugin.content_hash)
+    )
 }
 
 fn short_hash(hash: &str) -> String {

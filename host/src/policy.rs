@@ -78,6 +78,12 @@ pub const DEFAULT_PRUNE_GUARD_PERCENT: u32 = 10;
 /// Default of `pruneGuard.windowSeconds`.
 pub const DEFAULT_PRUNE_GUARD_WINDOW: Duration = Duration::from_secs(600);
 
+/// How many of a plugin's `children` the prune guard lets a window delete unasked:
+/// `percent` of them, at least one.
+pub fn prune_guard_limit(children: usize, percent: u32) -> usize {
+    (children * percent as usize / 100).max(1)
+}
+
 /// Why a policy could not be used; each variant names the step that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -175,6 +181,36 @@ pub struct PruneGuardRules {
     pub window_seconds: Option<u64>,
 }
 
+/// How a new version of a plugin starts serving. `Planned` (the default): before it serves,
+/// the new version is planned on every parent the host caches, beside the serving one; if its
+/// plans would delete a child of a workload kind (holdWorkloadDeletes, default true) or more
+/// than maxDeletePercent (default 10) of the plugin's children, it is held (RolloutHeld) and
+/// the serving version goes on, until the new one is approved. `Immediate`: it serves at once.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RolloutRules {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<RolloutStrategy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_delete_percent: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold_workload_deletes: Option<bool>,
+}
+
+/// How a new version starts serving: `Planned` (held if its plans delete too much) or
+/// `Immediate`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum RolloutStrategy {
+    /// Planned on the live parents first; held if its plans would delete too much.
+    #[default]
+    Planned,
+    /// Serves at once (for development).
+    Immediate,
+}
+
+/// The default of `rollout.maxDeletePercent`.
+pub const DEFAULT_ROLLOUT_DELETE_PERCENT: u32 = 10;
+
 /// Which Secrets a pod template in a plugin's output may reference (volumes, projected
 /// sources, `env`, `envFrom`, `imagePullSecrets`, volume plugins' secret references).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -242,6 +278,11 @@ pub enum ServiceAccountReferences {
 ///   would go beyond is held (`PruneHeld`), and so is every such deletion of that plugin
 ///   version after it, until the parent is annotated `operator-host.dev/approve-prune: "true"`
 ///   or another version serves. 100 turns the guard off.
+/// - `rollout`: `strategy` `Planned`, `maxDeletePercent` 10, `holdWorkloadDeletes` true. A
+///   new version is planned on every cached parent before it serves; one whose plans would
+///   delete a child of a workload kind, or more than `maxDeletePercent` of the plugin's
+///   children, is held (`RolloutHeld`) and the serving version goes on until it is approved.
+///   `Immediate` serves a new version at once.
 /// - `limits`: the command line's limits.
 /// - `requireSignature`: `false`; when `true`, a plugin from an `OperatorPlugin` serves only
 ///   if a cosign signature of its artifact verifies with one of its keys (a file of the plugin
@@ -288,6 +329,8 @@ pub struct Rules {
     pub status_churn_limit: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prune_guard: Option<PruneGuardRules>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutRules>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<PolicyLimits>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -421,6 +464,10 @@ pub struct Effective {
     /// `pruneGuard.maxPercent`: 1 to 100.
     pub prune_guard_percent: u32,
     pub prune_guard_window: Duration,
+    pub rollout_strategy: RolloutStrategy,
+    /// `rollout.maxDeletePercent`: 1 to 100.
+    pub rollout_delete_percent: u32,
+    pub rollout_holds_workload_deletes: bool,
     pub limits: PolicyLimits,
     pub require_signature: bool,
     /// PEM public keys, validated when the policy was read.
@@ -445,6 +492,8 @@ impl Effective {
         let default_budget = d.write_budget.clone().unwrap_or_default();
         let guard = o.prune_guard.clone().unwrap_or_default();
         let default_guard = d.prune_guard.clone().unwrap_or_default();
+        let rollout = o.rollout.clone().unwrap_or_default();
+        let default_rollout = d.rollout.clone().unwrap_or_default();
         Effective {
             kinds: own.kinds.clone().or_else(|| defaults.kinds.clone()),
             namespaces: o
@@ -503,6 +552,18 @@ impl Effective {
                 .window_seconds
                 .or(default_guard.window_seconds)
                 .map_or(DEFAULT_PRUNE_GUARD_WINDOW, Duration::from_secs),
+            rollout_strategy: rollout
+                .strategy
+                .or(default_rollout.strategy)
+                .unwrap_or_default(),
+            rollout_delete_percent: rollout
+                .max_delete_percent
+                .or(default_rollout.max_delete_percent)
+                .unwrap_or(DEFAULT_ROLLOUT_DELETE_PERCENT),
+            rollout_holds_workload_deletes: rollout
+                .hold_workload_deletes
+                .or(default_rollout.hold_workload_deletes)
+                .unwrap_or(true),
             limits: o
                 .limits
                 .clone()
@@ -944,6 +1005,15 @@ fn typed(
             &format!("{field}.pruneGuard.maxPercent"),
             percent.to_string(),
             "a percentage from 1 to 100 (100 turns the guard off)",
+        ));
+    }
+    if let Some(percent) = rules.rollout.as_ref().and_then(|r| r.max_delete_percent)
+        && !(1..=100).contains(&percent)
+    {
+        return Err(invalid(
+            &format!("{field}.rollout.maxDeletePercent"),
+            percent.to_string(),
+            "a percentage from 1 to 100",
         ));
     }
     let positive = [

@@ -86,7 +86,16 @@ struct Entry {
     rejected: Option<Offered>,
     /// The last content refused (its hash, and why), also for a reason that is retried (a
     /// kind another plugin serves): what the cluster's status says.
-    refusal: Option<(String, String)>,
+    refusal: Option<Refusal>,
+}
+
+/// Content that could not serve: its hash, why, and whether the rollout gate holds it (it
+/// serves once approved) rather than an error.
+#[derive(Debug, Clone)]
+struct Refusal {
+    content_hash: String,
+    error: String,
+    held: bool,
 }
 
 /// Content and policy entry offered under an identity: what a refusal is remembered by.
@@ -107,6 +116,13 @@ pub enum Outcome {
     Rejected {
         content_hash: String,
         error: String,
+        serving: Option<String>,
+    },
+    /// This content is held before serving by the rollout gate (why), until it is approved;
+    /// what served before still serves.
+    Held {
+        content_hash: String,
+        reason: String,
         serving: Option<String>,
     },
 }
@@ -143,6 +159,9 @@ pub struct ClusterOffer {
     pub bytes: Arc<[u8]>,
     /// Its policy entry (`spec.policy`), if it has one.
     pub policy: Option<Rules>,
+    /// What its OperatorPlugin's approve-rollout annotation names, if anything: a version
+    /// the rollout gate holds serves once this names it.
+    pub approval: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -177,7 +196,9 @@ impl ClusterPlugins {
     /// Offers an artifact as plugin `name`; the registry rescans if that changed anything.
     pub fn offer(&self, name: &str, offer: ClusterOffer) {
         let changed = |previous: &ClusterOffer| {
-            previous.digest != offer.digest || previous.policy != offer.policy
+            previous.digest != offer.digest
+                || previous.policy != offer.policy
+                || previous.approval != offer.approval
         };
         let previous = self.lock().offered.insert(name.to_string(), offer.clone());
         if previous.is_none_or(|previous| changed(&previous)) {
@@ -195,6 +216,14 @@ impl ClusterPlugins {
             offer.policy = policy;
             self.changed.notify_one();
         }
+    }
+
+    /// What the OperatorPlugin of plugin `name` approves (see [`ClusterOffer::approval`]).
+    pub fn approval(&self, name: &str) -> Option<String> {
+        self.lock()
+            .offered
+            .get(name)
+            .and_then(|offer| offer.approval.clone())
     }
 
     /// The digest offered as plugin `name`, if any.
@@ -345,9 +374,14 @@ impl Registry {
         };
         let serving = entry.served.as_ref().map(|p| p.decl.content_hash.clone());
         match (&entry.refusal, serving) {
-            (Some((content_hash, error)), serving) => Outcome::Rejected {
-                content_hash: content_hash.clone(),
-                error: error.clone(),
+            (Some(refusal), serving) if refusal.held => Outcome::Held {
+                content_hash: refusal.content_hash.clone(),
+                reason: refusal.error.clone(),
+                serving,
+            },
+            (Some(refusal), serving) => Outcome::Rejected {
+                content_hash: refusal.content_hash.clone(),
+                error: refusal.error.clone(),
                 serving,
             },
             (None, Some(content_hash)) => Outcome::Serving { content_hash },
@@ -441,7 +475,11 @@ impl Registry {
                 self.count_reload(&new.decl.name, "rejected");
                 tracing::error!(path = %path.display(), sha256 = %hash, error = %conflict, "plugin not loaded");
                 if let Some(entry) = self.entries.get_mut(path) {
-                    entry.refusal = Some((hash, conflict));
+                    entry.refusal = Some(Refusal {
+                        content_hash: hash,
+                        error: conflict,
+                        held: false,
+                    });
                 }
                 continue;
             }
@@ -589,7 +627,11 @@ impl Registry {
     ) {
         if let Some(entry) = self.entries.get_mut(path) {
             entry.rejected = Some(entry.offered.clone());
-            entry.refusal = Some((hash.to_string(), error.to_string()));
+            entry.refusal = Some(Refusal {
+                content_hash: hash.to_string(),
+                error: error.to_string(),
+                held: false,
+            });
         }
         let plugin = serving.map_or_else(|| file_stem(path), |p| p.decl.name.clone());
         self.count_reload(&plugin, "rejected");
@@ -657,16 +699,38 @@ impl Registry {
     /// (the API server, a CRD someone else owns, permissions): what served before keeps
     /// serving, and the next scan proposes the same content again.
     pub fn defer(&mut self, proposal: &Proposal, error: &dyn std::fmt::Display) {
+        self.refuse_for_now(proposal, error, false);
+    }
+
+    /// Records that `proposal` is held by the rollout gate: what served before keeps serving,
+    /// and the next scan proposes the same content again (to be planned again, or approved).
+    pub fn hold(&mut self, proposal: &Proposal, reason: &dyn std::fmt::Display) {
+        self.refuse_for_now(proposal, reason, true);
+    }
+
+    fn refuse_for_now(&mut self, proposal: &Proposal, error: &dyn std::fmt::Display, held: bool) {
         if let Proposal::Add { plugin } | Proposal::Replace { new: plugin, .. } = proposal {
-            self.count_reload(&plugin.decl.name, "rejected");
-            self.entries.entry(plugin.path.clone()).or_default().refusal =
-                Some((plugin.decl.content_hash.clone(), error.to_string()));
-            tracing::warn!(
-                path = %plugin.path.display(),
-                sha256 = %plugin.decl.content_hash,
-                %error,
-                "plugin change could not take effect; it is retried with backoff"
-            );
+            self.count_reload(&plugin.decl.name, if held { "held" } else { "rejected" });
+            self.entries.entry(plugin.path.clone()).or_default().refusal = Some(Refusal {
+                content_hash: plugin.decl.content_hash.clone(),
+                error: error.to_string(),
+                held,
+            });
+            if held {
+                tracing::warn!(
+                    path = %plugin.path.display(),
+                    sha256 = %plugin.decl.content_hash,
+                    %error,
+                    "new plugin version held before serving; planned again with backoff"
+                );
+            } else {
+                tracing::warn!(
+                    path = %plugin.path.display(),
+                    sha256 = %plugin.decl.content_hash,
+                    %error,
+                    "plugin change could not take effect; it is retried with backoff"
+                );
+            }
         }
     }
 

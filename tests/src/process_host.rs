@@ -188,3 +188,16 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, St
     let body = text.split_once("\r\n\r\n").map_or("", |(_, body)| body);
     Some((status, body.to_string()))
 }
+
+/// VmRSS and VmHWM of `pid`, in MiB.
+pub fn memory_mib(pid: u32) -> (f64, f64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}

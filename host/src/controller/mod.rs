@@ -16,6 +16,7 @@ mod crd;
 mod discovery;
 mod handover;
 mod reconcile;
+mod rollout_gate;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -72,6 +73,17 @@ pub enum RunError {
     OperatorPlugin(#[from] operator_plugin::Error),
     #[error(transparent)]
     Kinds(#[from] discovery::Error),
+    #[error(
+        "plugin {plugin}: the new version (sha256 {sha256}) is held before serving: {hold}; \
+         the serving version goes on. `operator-host diff` prints its plans parent by parent; \
+         to let it serve, approve it: {approve}"
+    )]
+    RolloutHeld {
+        plugin: String,
+        sha256: String,
+        hold: String,
+        approve: String,
+    },
 }
 
 impl RunError {
@@ -84,7 +96,8 @@ impl RunError {
             RunError::Watch(_)
             | RunError::Metrics(_)
             | RunError::CrdAwaitsLeader { .. }
-            | RunError::OperatorPlugin(_) => false,
+            | RunError::OperatorPlugin(_)
+            | RunError::RolloutHeld { .. } => false,
         }
     }
 }
@@ -276,6 +289,8 @@ pub struct PluginController {
     reconcile_all: Vec<futures::channel::mpsc::UnboundedSender<()>>,
     /// Each controller's task and its parent cache.
     tasks: Vec<(tokio::task::JoinHandle<()>, reflector::Store<DynamicObject>)>,
+    /// Each controller's context: its caches and prune guard.
+    contexts: Vec<Arc<PluginContext>>,
     /// With sharding: the sharder of each controller's parents (active while leading).
     sharders: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -322,6 +337,7 @@ impl PluginController {
         let shard_name = config.shard.as_ref().map(|s| s.shard.clone());
         let mut reconcile_all = Vec::new();
         let mut tasks = Vec::new();
+        let mut contexts = Vec::new();
         let mut sharders = Vec::new();
         for namespace in scopes {
             let (trigger, triggered) = futures::channel::mpsc::unbounded();
@@ -383,6 +399,7 @@ impl PluginController {
                 leadership: write_gate.clone(),
                 shard: shard_name.clone(),
             });
+            contexts.push(context.clone());
             let scope = namespace.unwrap_or_else(|| "all namespaces".into());
             tracing::info!(plugin = %plugin.decl.name, parent = %plugin.decl.parent, children = plugin.decl.children.len(), %scope, "controller starting");
             // A host that becomes the leader reconciles every parent: as a standby it did not.
@@ -412,6 +429,7 @@ impl PluginController {
             stop,
             reconcile_all,
             tasks,
+            contexts,
             sharders,
         }
     }
@@ -656,6 +674,8 @@ struct Supervisor {
     /// Plugin files started as a standby without installing their CRD (the leader's was
     /// there): installed when this host takes over.
     crds_left_to_leader: std::collections::HashSet<PathBuf>,
+    /// The cluster's plugins, whose OperatorPlugins approve held rollouts.
+    cluster: Option<crate::registry::ClusterPlugins>,
 }
 
 impl Supervisor {
@@ -696,6 +716,12 @@ impl Supervisor {
             match self.carry_out(&proposal, crd_step).await {
                 Ok(()) => lock(registry).commit(&proposal),
                 Err(error) if error.is_about_content() => lock(registry).reject(&proposal, &error),
+                Err(error @ RunError::RolloutHeld { .. }) => {
+                    deferred = true;
+                    let what = format!("{UNAVAILABLE_FILE}{}", proposal.path().display());
+                    self.metrics.set_unavailable(&what, Some(error.to_string()));
+                    lock(registry).hold(&proposal, &error);
+                }
                 Err(error) => {
                     deferred = true;
                     let what = format!("{UNAVAILABLE_FILE}{}", proposal.path().display());
@@ -731,6 +757,13 @@ impl Supervisor {
                 self.start(path, plugin.clone());
             }
             Proposal::Replace { old, new } => {
+                // Planned on the parents the serving version has, before anything changes.
+                let approval = rollout_gate::Approval::of(new, &path, self.cluster.as_ref());
+                if let Some(controller) = self.controllers.get(&path)
+                    && new.decl.parent == old.decl.parent
+                {
+                    rollout_gate::check(controller, new, &approval).await?;
+                }
                 match self.controllers.get(&path) {
                     Some(controller) if !proposal.needs_restart() => {
                         controller.swap(new.clone(), true);
@@ -739,7 +772,12 @@ impl Supervisor {
                         if let Some(running) = self.controllers.remove(&path) {
                             running.stop().await;
                         }
-                        self.start(path, new.clone());
+                        self.start(path.clone(), new.clone());
+                        if approval.approved()
+                            && let Some(started) = self.controllers.get(&path)
+                        {
+                            started.approve_prunes(&new.decl.content_hash);
+                        }
                     }
                 }
                 self.hand_over(old, Some(new)).await;
@@ -961,6 +999,7 @@ pub async fn run_with_metrics(
         metrics: metrics.clone(),
         controllers: HashMap::new(),
         crds_left_to_leader: Default::default(),
+        cluster: cluster.clone(),
     };
     tokio::pin!(shutdown);
     let mut retry = LoadRetry::default();

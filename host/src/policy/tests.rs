@@ -899,3 +899,26 @@ fn the_prune_guard_resolves_field_by_field_and_refuses_a_share_out_of_range() {
         &["pruneGuard.windowSeconds"],
     );
 }
+
+#[test]
+fn the_rollout_rules_resolve_field_by_field_and_refuse_a_share_out_of_range() {
+    let rules = Policy::default().rules("x").clone();
+    assert_eq!(rules.rollout_strategy, RolloutStrategy::Planned);
+    assert_eq!(rules.rollout_delete_percent, DEFAULT_ROLLOUT_DELETE_PERCENT);
+    assert!(rules.rollout_holds_workload_deletes);
+    let policy = policy(
+        "defaults:\n  rollout: {maxDeletePercent: 30, holdWorkloadDeletes: false}\nplugins:\n  memcached:\n    rollout: {strategy: Immediate}\n",
+    );
+    let rules = policy.rules("memcached");
+    assert_eq!(rules.rollout_strategy, RolloutStrategy::Immediate);
+    assert_eq!(rules.rollout_delete_percent, 30);
+    assert!(!rules.rollout_holds_workload_deletes);
+    assert_contains(
+        &invalid("defaults:\n  rollout: {maxDeletePercent: 0}\n"),
+        &["defaults.rollout.maxDeletePercent", "from 1 to 100"],
+    );
+    assert_contains(
+        &invalid("defaults:\n  rollout: {strategy: Canary}\n"),
+        &["rollout", "Canary"],
+    );
+}

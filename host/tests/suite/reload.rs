@@ -584,6 +584,7 @@ fn a_cluster_plugins_policy_entry_is_swapped_with_it_and_an_invalid_one_is_refus
         digest: "sha256:0".into(),
         bytes: v1().into(),
         policy: policy.map(|yaml| serde_yaml::from_str::<Rules>(yaml).unwrap()),
+        approval: None,
     };
     cluster.offer("memcached", offer(None));
     assert!(matches!(fixture.sync().as_slice(), [Proposal::Add { .. }]));

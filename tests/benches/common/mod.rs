@@ -13,6 +13,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use operator_host_sdk::{Desired, Observed, Reconciler};
 use operator_host_tests::devcluster;
+pub use operator_host_tests::process_host::memory_mib;
 use serde_json::json;
 
 /// Pods a devcluster (kwok) node accepts.
@@ -119,19 +120,6 @@ pub fn memcached_logic(
         status: None,
     };
     memcached::MemcachedOperator::reconcile(&typed, observed)
-}
-
-/// VmRSS and VmHWM of `pid`, in MiB.
-pub fn memory_mib(pid: u32) -> (f64, f64) {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|kb| kb.parse::<f64>().ok())
-            .map_or(0.0, |kb| kb / 1024.0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
 }
 
 /// User + system CPU seconds of `pid` (and its finished threads).

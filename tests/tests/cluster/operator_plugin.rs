@@ -164,6 +164,35 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
         .unwrap();
     let children_before = oracle(&plugin_v1).child_uids("m-0").await.unwrap();
 
+    // `diff` of the next version compares it with the one the OperatorPlugin serves.
+    let diffed = std::process::Command::new(BINARY)
+        .args([
+            "diff",
+            &registry.reference("plugins/memcached:2"),
+            "--plain-http",
+        ])
+        .args(["-n", ns.name(), "-o", "json", "--kubeconfig"])
+        .arg(&operator_host_tests::devcluster::cluster().kubeconfig)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&diffed.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no report ({e}): {}",
+            String::from_utf8_lossy(&diffed.stderr)
+        )
+    });
+    assert_eq!(diffed.status.code(), Some(1), "{report:#}");
+    assert_eq!(
+        report["serving"]["source"],
+        format!("{}@{v1_digest}", registry.reference("plugins/memcached:1")),
+        "{report:#}"
+    );
+    assert_eq!(
+        report["summary"]["parentsChanged"],
+        names.len(),
+        "{report:#}"
+    );
+
     // spec.policy is this plugin's policy entry, applied without a new pull.
     set_policy(&api, json!({"maxChildren": 1})).await;
     let violation = wait_for_reason(&parents, "m-0", "PolicyViolation", BOUND).await;

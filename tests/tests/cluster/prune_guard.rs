@@ -27,7 +27,14 @@ async fn a_release_that_drops_every_child_deletes_nothing_until_approved() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("memcached.wasm");
     publish(&plugin_path("test-plugins", "memcached-v1"), &file);
-    let host = Host::start_dir(dir.path().to_path_buf(), &[ns.name()]).await;
+    // The rollout gate would hold the buggy release before it serves (tests/tests/cluster/
+    // rollout_gate.rs); here it serves, so that the prune guard meets its deletions.
+    let policy = operator_host::policy::Policy::parse(
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  rollout:\n    strategy: Immediate\n",
+        std::path::Path::new("prune-guard-test-policy.yaml"),
+    )
+    .unwrap();
+    let host = Host::start_dir_with_policy(dir.path().to_path_buf(), &[ns.name()], policy).await;
     let parents = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
     for i in 0..PARENTS {
         create(

@@ -47,11 +47,9 @@ struct GuardState {
     recent: VecDeque<Instant>,
     /// The content hash of the plugin version held: all its unasked-for deletions wait.
     held_version: Option<String>,
-}
-
-/// The share of `children` a window may delete unasked: `percent` of them, at least one.
-fn limit(children: usize, percent: u32) -> usize {
-    (children * percent as usize / 100).max(1)
+    /// The content hash of a version whose rollout someone approved after seeing its plans:
+    /// its deletions are not held.
+    approved_version: Option<String>,
 }
 
 impl PruneGuard {
@@ -67,11 +65,14 @@ impl PruneGuard {
         window: Duration,
         now: Instant,
     ) -> Verdict {
-        let limit = limit(children, percent);
+        let limit = crate::policy::prune_guard_limit(children, percent);
         if percent >= 100 || count == 0 {
             return Verdict::Allow;
         }
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.approved_version.as_deref() == Some(version) {
+            return Verdict::Allow;
+        }
         while state
             .recent
             .front()
@@ -88,6 +89,15 @@ impl PruneGuard {
         }
         state.recent.extend(std::iter::repeat_n(now, count));
         Verdict::Allow
+    }
+
+    /// Lets the deletions of `version` through from now on: its rollout was approved.
+    pub fn approve(&self, version: &str) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.approved_version = Some(version.to_string());
+        if state.held_version.as_deref() == Some(version) {
+            state.held_version = None;
+        }
     }
 }
 
@@ -147,6 +157,22 @@ mod tests {
         ));
         // Another version starts afresh.
         assert_eq!(guard.admit("v3", 1, 20, 10, WINDOW, later), Verdict::Allow);
+    }
+
+    #[test]
+    fn an_approved_rollout_deletes_what_its_plans_said() {
+        let guard = PruneGuard::default();
+        let now = Instant::now();
+        assert!(matches!(
+            guard.admit("v2", 2, 2, 10, WINDOW, now),
+            Verdict::Held { .. }
+        ));
+        guard.approve("v2");
+        assert_eq!(guard.admit("v2", 2, 2, 10, WINDOW, now), Verdict::Allow);
+        assert!(matches!(
+            guard.admit("v3", 2, 2, 10, WINDOW, now),
+            Verdict::Held { .. }
+        ));
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! The `operator-host` command line: parse, configure, run. This is the binary's edge (the
 //! only module that uses `anyhow`); it lives in the library so that test binaries (the
-//! fault-injection tests' crashable host) run exactly this command line.
+//! fault-injection tests' crashable host) run exactly this command line. A subcommand of some
+//! size has a file of its own.
+
+mod diff;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -220,6 +223,11 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
     },
+    /// Show what a new version of a plugin would change on every live parent of its kind,
+    /// against the version the cluster serves: both run on each parent's real inputs through
+    /// the plan and the policy, as `run` would; only lists are read, nothing is written.
+    /// Exits 0 when nothing would change, 1 when something would, 2 when no diff was made.
+    Diff(diff::DiffArgs),
     /// Print the CRD of a plugin's parent kind, or operator-host's OperatorPlugin CRD, as YAML.
     Crd {
         /// The plugin component (.wasm).
@@ -425,7 +433,7 @@ pub fn main() -> ExitCode {
         LogFormat::Json => logs.json().flatten_event(true).init(),
     }
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("error: {}", error_report(&error));
             ExitCode::from(exit_code(&error))
@@ -461,6 +469,7 @@ fn exit_code(error: &anyhow::Error) -> u8 {
         };
     }
     if error.downcast_ref::<render::Error>().is_some()
+        || error.downcast_ref::<diff::DiffFailed>().is_some()
         || error.downcast_ref::<crate::plugin::Error>().is_some()
         || error.downcast_ref::<crate::policy::Error>().is_some()
         || error.downcast_ref::<scaffold::Error>().is_some()
@@ -471,7 +480,7 @@ fn exit_code(error: &anyhow::Error) -> u8 {
     EXIT_FAILURE
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Command::New {
         name,
         lang,
@@ -503,7 +512,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         for file in scaffold::write(lang.into(), &plugin, &dir)? {
             println!("{}", file.display());
         }
-        return Ok(());
+        return Ok(ExitCode::SUCCESS);
     }
     // `run` catches SIGTERM before anything else: a pod stopped while the host starts must
     // still end cleanly, not by the signal's default action.
@@ -540,7 +549,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let policy = match &cli.command {
         Command::Run { policy, .. }
         | Command::Rbac { policy, .. }
-        | Command::Conformance { policy, .. } => {
+        | Command::Conformance { policy, .. }
+        | Command::Diff(diff::DiffArgs { policy, .. }) => {
             let policy = match policy {
                 Some(path) => Policy::load(path)?,
                 None => Policy::default(),
@@ -727,6 +737,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let role = rbac::cluster_role(&declarations, &policy, &options);
             print!("{}", rbac::to_yaml(&role, &options, &declarations)?);
         }
+        Command::Diff(args) => return diff::run(args, &runtime, &policy),
         Command::Crd {
             plugin,
             operator_plugin: _,
@@ -905,7 +916,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The client configuration from an explicit kubeconfig, or resolved as kubectl does (incl.
