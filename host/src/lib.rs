@@ -12,7 +12,8 @@
 //! - [`rbac`]: the ClusterRole the host needs for a set of plugins under a policy.
 //! - [`render`]: offline rendering of a CR through a plugin, using [`plan`].
 //! - [`diff`]: what a new plugin version would change on every live parent, against the
-//!   serving one, using [`plan`] and [`policy`].
+//!   serving one, using [`plan`] and [`policy`]; [`recording`]: the flight recorder whose
+//!   recordings `replay` runs a plugin on.
 //! - [`controller`]: the run loop against the API server (watch, apply, prune, status).
 //! - [`registry`]: which version each plugin file serves; hot reload decisions; [`rollout`]:
 //!   the gate a new version passes before it serves.
@@ -52,6 +53,7 @@ pub mod plan;
 pub mod plugin;
 pub mod policy;
 pub mod rbac;
+pub mod recording;
 pub mod registry;
 pub mod related;
 pub mod render;

@@ -110,6 +110,8 @@ pub struct Metrics {
     /// New plugin versions held before they served (`rollout`), by plugin: each time the
     /// host planned a held version and held it again counts.
     pub rollouts_held: Family<PluginLabels, Counter>,
+    /// In observe mode: the parents whose last observation found drift, by plugin.
+    pub drifted_parents: Family<PluginLabels, Gauge>,
     /// API writes caused by a plugin's reconciles, by plugin and what was written: what
     /// its write budget limits.
     pub api_writes: Family<WriteLabels, Counter>,
@@ -169,6 +171,7 @@ impl Metrics {
         let prunes = Family::<KindLabels, Counter>::default();
         let prunes_held = Family::<PluginLabels, Counter>::default();
         let rollouts_held = Family::<PluginLabels, Counter>::default();
+        let drifted_parents = Family::<PluginLabels, Gauge>::default();
         let api_writes = Family::<WriteLabels, Counter>::default();
         let in_flight = Family::<PluginLabels, Gauge>::default();
         let plugin_info = Family::<VersionLabels, Gauge>::default();
@@ -243,6 +246,11 @@ impl Metrics {
             rollouts_held.clone(),
         );
         registry.register(
+            "drifted_parents",
+            "Parents whose children differ from the plan (observe mode)",
+            drifted_parents.clone(),
+        );
+        registry.register(
             "api_writes",
             "API writes caused by a plugin's reconciles (its write budget)",
             api_writes.clone(),
@@ -272,6 +280,7 @@ impl Metrics {
             prunes,
             prunes_held,
             rollouts_held,
+            drifted_parents,
             api_writes,
             in_flight,
             plugin_info,
@@ -338,8 +347,13 @@ impl Metrics {
 
     /// Clears everything recorded unavailable under `prefix` (a plugin that stopped).
     pub fn clear_unavailable(&self, prefix: &str) {
+        self.clear_unavailable_but(prefix, |_| false);
+    }
+
+    /// Clears what is recorded unavailable under `prefix`, but what `keep` names.
+    pub fn clear_unavailable_but(&self, prefix: &str, keep: impl Fn(&str) -> bool) {
         let mut unavailable = self.unavailable.lock().unwrap_or_else(|e| e.into_inner());
-        unavailable.retain(|what, _| !what.starts_with(prefix));
+        unavailable.retain(|what, _| !what.starts_with(prefix) || keep(what));
     }
 
     /// The body and status of `/readyz`: ready once started, unless something the host

@@ -100,6 +100,10 @@ pub struct OperatorPluginStatus {
     /// Its first 12 hex digits, for `kubectl get`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub short_digest: Option<String>,
+    /// The digest that served before `digest` did: where `operator-host rollback` goes back
+    /// to (the host keeps it in its digest store, so it serves without the registry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_digest: Option<String>,
     /// The plugin name and version the served artifact declares.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin: Option<String>,
@@ -859,6 +863,14 @@ fn offer(
         .digest
         .strip_prefix("sha256:")
         .map(|hex| hex.chars().take(12).collect());
+    // A new digest: the one that served until now is the one to go back to.
+    let was_serving = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Serving" && c.status == "True");
+    if was_serving && status.digest.as_deref() != Some(fetched.digest.as_str()) {
+        status.previous_digest = status.digest.take();
+    }
     status.digest = Some(fetched.digest);
     serving_condition(status, config, name, &content_hash);
 }

@@ -208,6 +208,17 @@ pub enum RolloutStrategy {
     Immediate,
 }
 
+/// What the host does with a plugin's plans: `Reconcile` (the default) applies and prunes;
+/// `Observe` only compares them with the cluster and reports the drift on each parent (its
+/// `Drifted` condition), writing nothing else: how a team tries a third-party plugin, or a new
+/// operator beside existing workloads, safely.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum PluginMode {
+    #[default]
+    Reconcile,
+    Observe,
+}
+
 /// The default of `rollout.maxDeletePercent`.
 pub const DEFAULT_ROLLOUT_DELETE_PERCENT: u32 = 10;
 
@@ -278,6 +289,8 @@ pub enum ServiceAccountReferences {
 ///   would go beyond is held (`PruneHeld`), and so is every such deletion of that plugin
 ///   version after it, until the parent is annotated `operator-host.dev/approve-prune: "true"`
 ///   or another version serves. 100 turns the guard off.
+/// - `mode`: `Reconcile`; `Observe` applies, prunes and finalizes nothing: each plan is only
+///   compared with the cluster, and each parent's `Drifted` condition says what differs.
 /// - `rollout`: `strategy` `Planned`, `maxDeletePercent` 10, `holdWorkloadDeletes` true. A
 ///   new version is planned on every cached parent before it serves; one whose plans would
 ///   delete a child of a workload kind, or more than `maxDeletePercent` of the plugin's
@@ -331,6 +344,8 @@ pub struct Rules {
     pub prune_guard: Option<PruneGuardRules>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutRules>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<PluginMode>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<PolicyLimits>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -468,6 +483,7 @@ pub struct Effective {
     /// `rollout.maxDeletePercent`: 1 to 100.
     pub rollout_delete_percent: u32,
     pub rollout_holds_workload_deletes: bool,
+    pub mode: PluginMode,
     pub limits: PolicyLimits,
     pub require_signature: bool,
     /// PEM public keys, validated when the policy was read.
@@ -564,6 +580,7 @@ impl Effective {
                 .hold_workload_deletes
                 .or(default_rollout.hold_workload_deletes)
                 .unwrap_or(true),
+            mode: o.mode.or(d.mode).unwrap_or_default(),
             limits: o
                 .limits
                 .clone()

@@ -107,6 +107,14 @@ pub fn view(related: &Related, object: &Value) -> Value {
     if !related.is_secret() || related.secret_view == SecretView::Full {
         return object;
     }
+    hash_secret_data(&mut object);
+    object
+}
+
+/// A Secret as the `data-hash` view shows it: each `data` value replaced by the hex SHA-256
+/// of its bytes (base64-encoded), without the annotation that keeps the data in clear. Also
+/// how a flight recording keeps Secrets a plugin saw whole.
+pub fn hash_secret_data(object: &mut Value) {
     if let Some(annotations) = object["metadata"]["annotations"].as_object_mut() {
         annotations.remove(LAST_APPLIED_ANNOTATION);
     }
@@ -128,7 +136,6 @@ pub fn view(related: &Related, object: &Value) -> Value {
             .collect();
         fields.insert("data".into(), Value::Object(hashed));
     }
-    object
 }
 
 /// A Secret's `stringData` folded into `data`, as the API server does when it stores one:

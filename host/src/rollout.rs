@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::diff::Report;
-use crate::policy::{Effective, RolloutStrategy};
+use crate::policy::{Effective, PluginMode, RolloutStrategy};
 
 /// The annotation of an OperatorPlugin that approves a held version: its content's sha256
 /// (`inspect` prints it) or its artifact's manifest digest (`status.digest`).
@@ -61,10 +61,16 @@ impl std::fmt::Display for Hold {
     }
 }
 
+/// Whether the gate plans a new version served under `rules` at all: not with `Immediate`,
+/// nor in observe mode (which writes nothing, so there is nothing to hold).
+pub fn gates(rules: &Effective) -> bool {
+    rules.rollout_strategy == RolloutStrategy::Planned && rules.mode == PluginMode::Reconcile
+}
+
 /// The gate's verdict on `report` (the new version against the serving one) under `rules`:
 /// `None` lets it serve.
 pub fn decide(report: &Report, rules: &Effective) -> Option<Hold> {
-    if rules.rollout_strategy == RolloutStrategy::Immediate {
+    if !gates(rules) {
         return None;
     }
     let mut hold = Hold {

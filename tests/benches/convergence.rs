@@ -175,6 +175,7 @@ async fn controller_process(side: Side, namespace: String, args: Args) -> anyhow
                 concurrency: args.concurrency,
                 leadership: operator_host::leader::Leadership::unelected(),
                 shard: None,
+                record: None,
             };
             let metrics = Arc::new(operator_host::metrics::Metrics::new());
             let controller = operator_host::controller::PluginController::start(

@@ -169,6 +169,7 @@ impl Host {
                 concurrency: 16,
                 leadership: operator_host::leader::Leadership::unelected(),
                 shard: None,
+                record: None,
             },
             policy: Arc::new(policy),
             leader_election: None,

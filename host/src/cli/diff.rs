@@ -70,14 +70,25 @@ pub(super) fn run(
     policy: &Policy,
 ) -> anyhow::Result<ExitCode> {
     let report = make_report(&args, runtime, policy).context(DiffFailed)?;
-    match args.output {
+    print(&report, args.output)?;
+    Ok(exit_code(&report))
+}
+
+/// Prints `report` in `format`.
+pub(super) fn print(report: &Report, format: DiffFormat) -> anyhow::Result<()> {
+    match format {
         DiffFormat::Text => print!("{}", report.to_text()),
-        DiffFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        DiffFormat::Json => println!("{}", serde_json::to_string_pretty(report)?),
     }
-    Ok(match report.changes() {
+    Ok(())
+}
+
+/// `1` when the report says something would change, else `0`.
+pub(super) fn exit_code(report: &Report) -> ExitCode {
+    match report.changes() {
         true => ExitCode::from(EXIT_CHANGES),
         false => ExitCode::SUCCESS,
-    })
+    }
 }
 
 fn make_report(args: &DiffArgs, runtime: &Arc<Runtime>, policy: &Policy) -> anyhow::Result<Report> {

@@ -4,6 +4,8 @@
 //! size has a file of its own.
 
 mod diff;
+mod replay;
+mod rollback;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -168,6 +170,11 @@ enum Command {
         /// team=payments), so several host deployments can share a cluster.
         #[arg(long, value_name = "SELECTOR")]
         operator_plugin_selector: Option<String>,
+        /// The flight recorder: keep the inputs of each parent's last reconcile in
+        /// DIR/<plugin>/<namespace>/<name>.json (Secret data only as hashes), for
+        /// `operator-host replay`.
+        #[arg(long, value_name = "DIR")]
+        record: Option<PathBuf>,
     },
     /// Print the ClusterRole the host needs to run these plugins (under a policy).
     Rbac {
@@ -228,6 +235,16 @@ enum Command {
     /// the plan and the policy, as `run` would; only lists are read, nothing is written.
     /// Exits 0 when nothing would change, 1 when something would, 2 when no diff was made.
     Diff(diff::DiffArgs),
+    /// Run a plugin offline on the flight recorder's recordings (`run --record DIR`): prints
+    /// what it would do for each recorded parent, as `render` does, or with --against another
+    /// version what would change, as `diff` does. A recording of a failing parent is a
+    /// regression test for the fix.
+    Replay(replay::ReplayArgs),
+    /// Put an OperatorPlugin back on the version that served before the current one, in one
+    /// step: its spec.source is pinned to status.previousDigest (kept in the host's digest
+    /// store, so it serves while the registry is down). It passes the rollout gate like any
+    /// other version.
+    Rollback(rollback::RollbackArgs),
     /// Print the CRD of a plugin's parent kind, or operator-host's OperatorPlugin CRD, as YAML.
     Crd {
         /// The plugin component (.wasm).
@@ -470,6 +487,7 @@ fn exit_code(error: &anyhow::Error) -> u8 {
     }
     if error.downcast_ref::<render::Error>().is_some()
         || error.downcast_ref::<diff::DiffFailed>().is_some()
+        || error.downcast_ref::<crate::recording::Error>().is_some()
         || error.downcast_ref::<crate::plugin::Error>().is_some()
         || error.downcast_ref::<crate::policy::Error>().is_some()
         || error.downcast_ref::<scaffold::Error>().is_some()
@@ -550,7 +568,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run { policy, .. }
         | Command::Rbac { policy, .. }
         | Command::Conformance { policy, .. }
-        | Command::Diff(diff::DiffArgs { policy, .. }) => {
+        | Command::Diff(diff::DiffArgs { policy, .. })
+        | Command::Replay(replay::ReplayArgs { policy, .. }) => {
             let policy = match policy {
                 Some(path) => Policy::load(path)?,
                 None => Policy::default(),
@@ -579,6 +598,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             plugins_from_cluster,
             plugin_store,
             operator_plugin_selector,
+            record,
         } => {
             let cluster_plugins = plugins_from_cluster.then(|| controller::ClusterPluginsConfig {
                 store_dir: plugin_store
@@ -651,6 +671,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             concurrency,
                             leadership,
                             shard: None,
+                            record: record.map(crate::recording::FlightRecorder::new),
                         },
                         policy,
                         leader_election,
@@ -738,6 +759,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", rbac::to_yaml(&role, &options, &declarations)?);
         }
         Command::Diff(args) => return diff::run(args, &runtime, &policy),
+        Command::Replay(args) => return replay::run(args, &runtime, &policy),
+        Command::Rollback(args) => rollback::run(args)?,
         Command::Crd {
             plugin,
             operator_plugin: _,

@@ -187,6 +187,8 @@ pub struct ControllerConfig {
     pub leadership: Leadership,
     /// With sharding: this replica's shard (set by [`run`] from [`RunConfig::sharding`]).
     pub shard: Option<ShardScope>,
+    /// The flight recorder (`run --record`), if on: each reconcile's inputs are kept.
+    pub record: Option<crate::recording::FlightRecorder>,
 }
 
 /// What the controllers of a sharded replica need to know of the ring.
@@ -235,6 +237,10 @@ pub struct PluginContext {
     /// The deletions this controller's plugin made unasked, and the version it holds
     /// (`pruneGuard`): per controller, like the children it counts them against.
     pub prune_guard: reconcile::PruneGuard,
+    /// In observe mode: the parents whose last observation found drift.
+    pub drifted: reconcile::DriftedParents,
+    /// The flight recorder, if on.
+    pub flight_recorder: Option<crate::recording::FlightRecorder>,
     /// Becomes true when the controller stops: a reconcile waiting for caches then gives up
     /// (the watches that would fill them are no longer polled).
     pub stopping: tokio::sync::watch::Receiver<bool>,
@@ -395,6 +401,8 @@ impl PluginController {
                 write_budget: write_budget.clone(),
                 write_share,
                 prune_guard: reconcile::PruneGuard::default(),
+                drifted: reconcile::DriftedParents::default(),
+                flight_recorder: config.record.clone(),
                 stopping,
                 leadership: write_gate.clone(),
                 shard: shard_name.clone(),
@@ -696,9 +704,15 @@ impl Supervisor {
                 return true;
             }
         };
-        // A deferred change is proposed again by every scan, so what is still unavailable
-        // is listed again below; a file removed meanwhile is not.
-        self.metrics.clear_unavailable(UNAVAILABLE_FILE);
+        // A deferred change is proposed again by every scan: its entry stays until its
+        // outcome below (so /readyz does not flap while a held version is planned again); a
+        // file no longer proposed (removed, or its change took effect) is available again.
+        let unavailable =
+            |proposal: &Proposal| format!("{UNAVAILABLE_FILE}{}", proposal.path().display());
+        let proposed: std::collections::HashSet<String> =
+            proposals.iter().map(unavailable).collect();
+        self.metrics
+            .clear_unavailable_but(UNAVAILABLE_FILE, |what| proposed.contains(what));
         let mut deferred = false;
         // The CRD steps first, all at once: on a start with many plugins their round trips to
         // the API server overlap instead of adding up.
@@ -713,18 +727,23 @@ impl Supervisor {
         .await;
         let changed = !proposals.is_empty();
         for (proposal, crd_step) in proposals.into_iter().zip(crd_steps) {
+            let what = unavailable(&proposal);
             match self.carry_out(&proposal, crd_step).await {
-                Ok(()) => lock(registry).commit(&proposal),
-                Err(error) if error.is_about_content() => lock(registry).reject(&proposal, &error),
+                Ok(()) => {
+                    self.metrics.set_unavailable(&what, None);
+                    lock(registry).commit(&proposal);
+                }
+                Err(error) if error.is_about_content() => {
+                    self.metrics.set_unavailable(&what, None);
+                    lock(registry).reject(&proposal, &error);
+                }
                 Err(error @ RunError::RolloutHeld { .. }) => {
                     deferred = true;
-                    let what = format!("{UNAVAILABLE_FILE}{}", proposal.path().display());
                     self.metrics.set_unavailable(&what, Some(error.to_string()));
                     lock(registry).hold(&proposal, &error);
                 }
                 Err(error) => {
                     deferred = true;
-                    let what = format!("{UNAVAILABLE_FILE}{}", proposal.path().display());
                     self.metrics.set_unavailable(&what, Some(error.to_string()));
                     lock(registry).defer(&proposal, &error);
                 }

@@ -65,7 +65,7 @@ pub(super) async fn check(
     approval: &Approval,
 ) -> Result<(), RunError> {
     let rules = new.policy.rules(&new.decl.name).clone();
-    if rules.rollout_strategy == crate::policy::RolloutStrategy::Immediate {
+    if !rollout::gates(&rules) {
         return Ok(());
     }
     let held = |hold: String| RunError::RolloutHeld {

@@ -54,7 +54,7 @@ pub struct Scope {
 #[derive(Debug, Default)]
 pub struct LiveState {
     /// The parents, in namespace and name order.
-    pub parents: Vec<Value>,
+    parents: Vec<Value>,
     /// The host's children of this plugin, by the UID of the parent that controls them.
     children: HashMap<String, Vec<Value>>,
     /// The objects of each related kind either version declares.
@@ -89,10 +89,16 @@ impl LiveState {
             related,
         }
     }
+}
+
+impl super::Inputs for LiveState {
+    fn parents(&self) -> &[Value] {
+        &self.parents
+    }
 
     /// What `version` would be called with for `parent`: the children of the kinds it
     /// watches, and the related objects of its own declarations.
-    pub fn inputs(&self, version: &Plugin, parent: &Value) -> ParentInputs {
+    fn inputs(&self, version: &Plugin, parent: &Value) -> ParentInputs {
         let watched = version.policy.allowed_children(&version.decl);
         let observed = parent["metadata"]["uid"]
             .as_str()
@@ -121,7 +127,7 @@ impl LiveState {
     }
 
     /// How many children the parents have, of every kind either version watches.
-    pub fn children(&self) -> usize {
+    fn children(&self) -> usize {
         self.parents
             .iter()
             .filter_map(|parent| parent["metadata"]["uid"].as_str())

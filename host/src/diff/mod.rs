@@ -32,6 +32,17 @@ pub struct ParentInputs {
     pub related: Vec<RelatedObjects>,
 }
 
+/// Where a diff's parents and their inputs come from: the cluster ([`LiveState`]) or a flight
+/// recorder's recordings ([`crate::recording::Recordings`]).
+pub trait Inputs {
+    /// The parents, in the order the report lists them.
+    fn parents(&self) -> &[Value];
+    /// How many children the parents have now.
+    fn children(&self) -> usize;
+    /// What `version` would be called with for `parent`.
+    fn inputs(&self, version: &Plugin, parent: &Value) -> ParentInputs;
+}
+
 /// A child named in a diff.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -173,7 +184,7 @@ impl ParentDiff {
 }
 
 /// Runs `version` for one parent as `run` would: the plan, then the policy it serves under.
-fn plan_under_policy(
+pub fn plan_under_policy(
     version: &Plugin,
     inputs: &ParentInputs,
     now: &str,
@@ -189,12 +200,12 @@ fn plan_under_policy(
     Ok(plan)
 }
 
-/// Both versions on one parent's live inputs, compared. `serving` and `new` each carry the
+/// Both versions on one parent's inputs, compared. `serving` and `new` each carry the
 /// policy they serve under.
 pub fn diff_parent(
     serving: &Plugin,
     new: &Plugin,
-    state: &LiveState,
+    state: &impl Inputs,
     parent: &Value,
     now: &str,
 ) -> ParentDiff {
@@ -405,16 +416,16 @@ impl Report {
     pub fn make(
         serving: (&Plugin, Version),
         new: (&Plugin, Version),
-        state: &LiveState,
+        state: &impl Inputs,
         now: &str,
     ) -> Report {
         let mut summary = Summary {
-            parents: state.parents.len(),
+            parents: state.parents().len(),
             children: state.children(),
             ..Summary::default()
         };
         let mut parents = Vec::new();
-        for parent in &state.parents {
+        for parent in state.parents() {
             let diff = diff_parent(serving.0, new.0, state, parent, now);
             if !diff.changes() {
                 continue;

@@ -922,3 +922,12 @@ fn the_rollout_rules_resolve_field_by_field_and_refuse_a_share_out_of_range() {
         &["rollout", "Canary"],
     );
 }
+
+#[test]
+fn observe_mode_is_a_plugin_entry_over_the_defaults() {
+    assert_eq!(Policy::default().rules("x").mode, PluginMode::Reconcile);
+    let policy =
+        policy("defaults:\n  mode: Observe\nplugins:\n  memcached:\n    mode: Reconcile\n");
+    assert_eq!(policy.rules("memcached").mode, PluginMode::Reconcile);
+    assert_eq!(policy.rules("other").mode, PluginMode::Observe);
+}

@@ -46,6 +46,7 @@ async fn stop_against_a_hung_api_server(install_crds: bool) -> Duration {
             concurrency: 4,
             leadership: operator_host::leader::Leadership::unelected(),
             shard: None,
+            record: None,
         },
         policy: Arc::new(Policy::default()),
         leader_election: None,

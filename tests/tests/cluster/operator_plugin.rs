@@ -1,7 +1,9 @@
 //! Plugins shipped through the cluster: an `OperatorPlugin` names an artifact in a real
 //! registry on loopback; the host pulls, serves and swaps it (by digest, by tag, by a tag that
 //! moves), keeps the previous version serving through a missing artifact and a registry
-//! outage, and after a restart during the outage serves what it pulled before.
+//! outage, and after a restart during the outage serves what it pulled before. A release whose
+//! plans would delete workloads is held before serving (`RolloutHeld`) until the resource's
+//! annotation approves its digest; `operator-host rollback` goes back to the digest before.
 //!
 //! Signatures: an artifact serves only if a cosign signature verifies with the keys given;
 //! unsigned, signed by another key, or carrying a signature copied from another artifact, it is
@@ -25,7 +27,9 @@ use operator_host::plugin::Plugin;
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::election::plugin_dir;
 use operator_host_tests::host::{plugin_path, runtime};
-use operator_host_tests::memcached::{create, memcached_resource, patch_spec, wait_for_reason};
+use operator_host_tests::memcached::{
+    create, managed_children, memcached_resource, patch_spec, wait_for_reason,
+};
 use operator_host_tests::oci_registry::{TestRegistry, output_of};
 use operator_host_tests::operator_plugins;
 use operator_host_tests::oracle::{Oracle, all_converge};
@@ -298,6 +302,58 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
     registry.restart().await;
     let again = push(&v1, &registry.reference("plugins/memcached:1"));
     wait_status(&api, &again, true, "the registry back").await;
+    all_converge(&oracle(&plugin_v1), &names, BOUND)
+        .await
+        .unwrap();
+
+    // A release with a bug (no children) is held before it serves, on the resource too; the
+    // annotation naming its digest approves it.
+    let buggy_dir = plugin_dir("test-plugins", "memcached-no-children");
+    let buggy_digest = push(
+        &buggy_dir.path().join("memcached.wasm"),
+        &registry.reference("plugins/memcached:buggy"),
+    );
+    let children = managed_children(&ns, "").await.0;
+    assert_eq!(children.len(), 2 * names.len());
+    set_source(&api, &registry.reference("plugins/memcached:buggy")).await;
+    let status = wait_for_status(&api, "memcached", "the buggy release held", |status| {
+        status["digest"] == buggy_digest.as_str()
+            && condition(status, "RolloutHeld").as_deref() == Some("True")
+    })
+    .await;
+    assert_eq!(condition_of(&status, "Serving")["reason"], "RolloutHeld");
+    let held = condition_of(&status, "RolloutHeld")["message"].to_string();
+    assert!(
+        held.contains("Deployment 5, Service 5") && held.contains("approve-rollout"),
+        "{held}"
+    );
+    assert_eq!(managed_children(&ns, "").await.0, children);
+    api.patch(
+        "memcached",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {
+            "operator-host.dev/approve-rollout": buggy_digest,
+        }}})),
+    )
+    .await
+    .unwrap();
+    let status = wait_status(&api, &buggy_digest, true, "the approved release").await;
+    assert_eq!(condition(&status, "RolloutHeld").as_deref(), Some("False"));
+    wait_for("the approved release's deletions", BOUND, || async {
+        Ok(managed_children(&ns, "").await.0.is_empty().then_some(()))
+    })
+    .await
+    .unwrap();
+
+    // `rollback`: back to the digest that served before, in one step.
+    assert_eq!(status["previousDigest"], again.as_str(), "{status}");
+    let rolled_back = output_of(
+        std::process::Command::new(BINARY)
+            .args(["rollback", "memcached", "--kubeconfig"])
+            .arg(&operator_host_tests::devcluster::cluster().kubeconfig),
+    );
+    assert!(rolled_back.contains(&again), "{rolled_back}");
+    wait_status(&api, &again, true, "rolled back").await;
     all_converge(&oracle(&plugin_v1), &names, BOUND)
         .await
         .unwrap();

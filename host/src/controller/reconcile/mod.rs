@@ -12,6 +12,7 @@
 
 mod apply;
 mod finalizer;
+mod observe;
 mod parent_state;
 mod prune;
 mod prune_guard;
@@ -34,6 +35,7 @@ use finalizer::DeletionStep;
 use parent_state::{forget, record_success};
 
 pub use finalizer::{FINALIZER, holds as holds_finalizer};
+pub use observe::DriftedParents;
 pub use parent_state::{ParentStates, WriteShare, error_policy, forget_gone_parents};
 pub(crate) use prune::delete_target;
 pub use prune_guard::PruneGuard;
@@ -214,8 +216,16 @@ pub async fn reconcile(
     let gauge = ctx.metrics.in_flight.get_or_create(&labels).clone();
     gauge.inc();
     let paused = is_paused(&parent);
+    let observing =
+        plugin.policy.rules(&plugin.decl.name).mode == crate::policy::PluginMode::Observe;
     let result = if paused {
         report_paused(&parent, &ctx, &plugin).await
+    } else if observing && parent.metadata.deletion_timestamp.is_some() {
+        // Observe mode neither calls `finalize` nor releases a finalizer.
+        ctx.drifted.mark(&parent, false);
+        Ok(Action::await_change())
+    } else if observing {
+        observe::observe_parent(&parent, &ctx, &plugin).await
     } else if parent.metadata.deletion_timestamp.is_some() {
         finalize_parent(&parent, &ctx, &plugin).await
     } else {
@@ -228,6 +238,7 @@ pub async fn reconcile(
         .observe(started.elapsed().as_secs_f64());
     let result_label = match &result {
         Ok(_) if paused => "paused".to_string(),
+        Ok(_) if observing => "observed".to_string(),
         Ok(_) => "success".to_string(),
         Err(error) => error.reason().to_string(),
     };
@@ -340,6 +351,7 @@ async fn reconcile_parent(
     let observed = observed_children(parent, ctx).await?;
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
     let related = related_objects(&parent_json, ctx, plugin).await?;
+    record(ctx, plugin, &parent_json, &observed, &related);
     let inputs = apply::churn_inputs(parent, &related, &decl.name);
     let plan = call_plan(ctx, plugin, parent_json.clone(), observed.clone(), related).await?;
     plugin
@@ -371,6 +383,31 @@ async fn reconcile_parent(
     }
     let requeue = plan.requeue_after.unwrap_or(ctx.resync);
     Ok(Action::requeue(requeue.max(rules.min_requeue)))
+}
+
+/// Keeps the inputs of this reconcile in the flight recorder, if it is on (written off the
+/// reconcile's path; a failure to write is logged, never the reconcile's).
+fn record(
+    ctx: &PluginContext,
+    plugin: &Plugin,
+    parent: &Value,
+    observed: &[Value],
+    related: &[crate::runtime::RelatedObjects],
+) {
+    let Some(recorder) = ctx.flight_recorder.clone() else {
+        return;
+    };
+    let inputs = crate::diff::ParentInputs {
+        parent: parent.clone(),
+        observed: observed.to_vec(),
+        related: related.to_vec(),
+    };
+    let recording = crate::recording::Recording::of(&plugin.decl, &inputs, &now_rfc3339());
+    tokio::task::spawn_blocking(move || {
+        if let Err(error) = recorder.record(&recording) {
+            tracing::warn!(%error, "the flight recorder cannot keep a reconcile's inputs");
+        }
+    });
 }
 
 /// Whether the deletions `version` makes for `parent` are its own spec's doing (it changed
