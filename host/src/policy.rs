@@ -195,6 +195,14 @@ pub struct RolloutRules {
     pub max_delete_percent: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hold_workload_deletes: Option<bool>,
+    /// With `Canary`: the share of the parents (chosen by a stable hash of their UIDs, at
+    /// least one) the new version serves first (default 10).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary_percent: Option<u32>,
+    /// With `Canary`: how long the canary parents must reconcile without a failure before
+    /// the new version serves every parent (default 60).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub analysis_seconds: Option<u64>,
 }
 
 /// How a new version starts serving: `Planned` (held if its plans delete too much) or
@@ -204,9 +212,18 @@ pub enum RolloutStrategy {
     /// Planned on the live parents first; held if its plans would delete too much.
     #[default]
     Planned,
+    /// Planned first like `Planned`; then it serves a canary share of the parents, and every
+    /// parent once they reconciled without a failure for the analysis window; a failure of a
+    /// canary parent rolls it back, and the version is not tried again until it changes.
+    Canary,
     /// Serves at once (for development).
     Immediate,
 }
+
+/// The default of `rollout.canaryPercent`.
+pub const DEFAULT_CANARY_PERCENT: u32 = 10;
+/// The default of `rollout.analysisSeconds`.
+pub const DEFAULT_CANARY_ANALYSIS: Duration = Duration::from_secs(60);
 
 /// What the host does with a plugin's plans: `Reconcile` (the default) applies and prunes;
 /// `Observe` only compares them with the cluster and reports the drift on each parent (its
@@ -295,7 +312,8 @@ pub enum ServiceAccountReferences {
 ///   new version is planned on every cached parent before it serves; one whose plans would
 ///   delete a child of a workload kind, or more than `maxDeletePercent` of the plugin's
 ///   children, is held (`RolloutHeld`) and the serving version goes on until it is approved.
-///   `Immediate` serves a new version at once.
+///   `Immediate` serves a new version at once. `Canary` (`canaryPercent` 10,
+///   `analysisSeconds` 60) plans it the same, then serves it to a share of the parents first.
 /// - `limits`: the command line's limits.
 /// - `requireSignature`: `false`; when `true`, a plugin from an `OperatorPlugin` serves only
 ///   if a cosign signature of its artifact verifies with one of its keys (a file of the plugin
@@ -483,6 +501,9 @@ pub struct Effective {
     /// `rollout.maxDeletePercent`: 1 to 100.
     pub rollout_delete_percent: u32,
     pub rollout_holds_workload_deletes: bool,
+    /// `rollout.canaryPercent`: 1 to 100.
+    pub rollout_canary_percent: u32,
+    pub rollout_analysis: Duration,
     pub mode: PluginMode,
     pub limits: PolicyLimits,
     pub require_signature: bool,
@@ -580,6 +601,14 @@ impl Effective {
                 .hold_workload_deletes
                 .or(default_rollout.hold_workload_deletes)
                 .unwrap_or(true),
+            rollout_canary_percent: rollout
+                .canary_percent
+                .or(default_rollout.canary_percent)
+                .unwrap_or(DEFAULT_CANARY_PERCENT),
+            rollout_analysis: rollout
+                .analysis_seconds
+                .or(default_rollout.analysis_seconds)
+                .map_or(DEFAULT_CANARY_ANALYSIS, Duration::from_secs),
             mode: o.mode.or(d.mode).unwrap_or_default(),
             limits: o
                 .limits
@@ -1024,14 +1053,20 @@ fn typed(
             "a percentage from 1 to 100 (100 turns the guard off)",
         ));
     }
-    if let Some(percent) = rules.rollout.as_ref().and_then(|r| r.max_delete_percent)
-        && !(1..=100).contains(&percent)
-    {
-        return Err(invalid(
-            &format!("{field}.rollout.maxDeletePercent"),
-            percent.to_string(),
-            "a percentage from 1 to 100",
-        ));
+    let rollout = rules.rollout.clone().unwrap_or_default();
+    for (name, percent) in [
+        ("maxDeletePercent", rollout.max_delete_percent),
+        ("canaryPercent", rollout.canary_percent),
+    ] {
+        if let Some(percent) = percent
+            && !(1..=100).contains(&percent)
+        {
+            return Err(invalid(
+                &format!("{field}.rollout.{name}"),
+                percent.to_string(),
+                "a percentage from 1 to 100",
+            ));
+        }
     }
     let positive = [
         ("limits.callTimeoutMs", limits.call_timeout_ms),

@@ -64,7 +64,7 @@ impl std::fmt::Display for Hold {
 /// Whether the gate plans a new version served under `rules` at all: not with `Immediate`,
 /// nor in observe mode (which writes nothing, so there is nothing to hold).
 pub fn gates(rules: &Effective) -> bool {
-    rules.rollout_strategy == RolloutStrategy::Planned && rules.mode == PluginMode::Reconcile
+    rules.rollout_strategy != RolloutStrategy::Immediate && rules.mode == PluginMode::Reconcile
 }
 
 /// The gate's verdict on `report` (the new version against the serving one) under `rules`:

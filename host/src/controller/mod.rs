@@ -12,6 +12,7 @@
 //! content is swapped in under the running controllers (or restarts them when the watched
 //! kinds changed), and a removed file stops them without touching what they manage.
 
+mod canary;
 mod crd;
 mod discovery;
 mod handover;
@@ -84,6 +85,25 @@ pub enum RunError {
         hold: String,
         approve: String,
     },
+    #[error(
+        "plugin {plugin}: the new version (sha256 {sha256}) serves its canary parents: \
+         {succeeded} of {parents} reconciled on it so far"
+    )]
+    CanaryAnalysing {
+        plugin: String,
+        sha256: String,
+        parents: usize,
+        succeeded: usize,
+    },
+    #[error(
+        "plugin {plugin}: the new version (sha256 {sha256}) failed on a canary parent and was \
+         rolled back; the serving version serves every parent again ({failure})"
+    )]
+    CanaryFailed {
+        plugin: String,
+        sha256: String,
+        failure: String,
+    },
 }
 
 impl RunError {
@@ -97,7 +117,10 @@ impl RunError {
             | RunError::Metrics(_)
             | RunError::CrdAwaitsLeader { .. }
             | RunError::OperatorPlugin(_)
-            | RunError::RolloutHeld { .. } => false,
+            | RunError::RolloutHeld { .. }
+            | RunError::CanaryAnalysing { .. } => false,
+            // Remembered: the same content is not tried again until it changes.
+            RunError::CanaryFailed { .. } => true,
         }
     }
 }
@@ -239,6 +262,8 @@ pub struct PluginContext {
     pub prune_guard: reconcile::PruneGuard,
     /// In observe mode: the parents whose last observation found drift.
     pub drifted: reconcile::DriftedParents,
+    /// The canary of a new version under way, if any: its parents are reconciled by it.
+    pub canary: Arc<canary::CanarySlot>,
     /// The flight recorder, if on.
     pub flight_recorder: Option<crate::recording::FlightRecorder>,
     /// Becomes true when the controller stops: a reconcile waiting for caches then gives up
@@ -297,6 +322,8 @@ pub struct PluginController {
     tasks: Vec<(tokio::task::JoinHandle<()>, reflector::Store<DynamicObject>)>,
     /// Each controller's context: its caches and prune guard.
     contexts: Vec<Arc<PluginContext>>,
+    /// The canary under way, shared with the contexts.
+    canary: Arc<canary::CanarySlot>,
     /// With sharding: the sharder of each controller's parents (active while leading).
     sharders: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -344,6 +371,7 @@ impl PluginController {
         let mut reconcile_all = Vec::new();
         let mut tasks = Vec::new();
         let mut contexts = Vec::new();
+        let canary_slot = Arc::new(canary::CanarySlot::default());
         let mut sharders = Vec::new();
         for namespace in scopes {
             let (trigger, triggered) = futures::channel::mpsc::unbounded();
@@ -402,6 +430,7 @@ impl PluginController {
                 write_share,
                 prune_guard: reconcile::PruneGuard::default(),
                 drifted: reconcile::DriftedParents::default(),
+                canary: canary_slot.clone(),
                 flight_recorder: config.record.clone(),
                 stopping,
                 leadership: write_gate.clone(),
@@ -438,6 +467,7 @@ impl PluginController {
             reconcile_all,
             tasks,
             contexts,
+            canary: canary_slot,
             sharders,
         }
     }
@@ -453,9 +483,14 @@ impl PluginController {
     pub fn swap(&self, plugin: Arc<Plugin>, reconcile_all: bool) {
         self.current.store(plugin);
         if reconcile_all {
-            for trigger in &self.reconcile_all {
-                let _ = trigger.unbounded_send(());
-            }
+            self.reconcile_all();
+        }
+    }
+
+    /// Has every parent reconciled again.
+    fn reconcile_all(&self) {
+        for trigger in &self.reconcile_all {
+            let _ = trigger.unbounded_send(());
         }
     }
 
@@ -726,6 +761,21 @@ impl Supervisor {
         }))
         .await;
         let changed = !proposals.is_empty();
+        // A canary whose version is no longer proposed (the file changed back, or again to
+        // what serves) ends: its parents go back to the serving version.
+        for (path, controller) in &self.controllers {
+            let replaced = proposals.iter().any(|proposal| match proposal {
+                Proposal::Replace { new, .. } => {
+                    new.path == *path
+                        && controller.canary_version().as_deref()
+                            == Some(new.decl.content_hash.as_str())
+                }
+                _ => false,
+            });
+            if !replaced && let Some(version) = controller.end_canary() {
+                tracing::info!(path = %path.display(), sha256 = %version, "canary ended: its version is no longer offered");
+            }
+        }
         for (proposal, crd_step) in proposals.into_iter().zip(crd_steps) {
             let what = unavailable(&proposal);
             match self.carry_out(&proposal, crd_step).await {
@@ -736,6 +786,11 @@ impl Supervisor {
                 Err(error) if error.is_about_content() => {
                     self.metrics.set_unavailable(&what, None);
                     lock(registry).reject(&proposal, &error);
+                }
+                Err(error @ RunError::CanaryAnalysing { .. }) => {
+                    // Judged again at the next retry; nothing to record meanwhile.
+                    deferred = true;
+                    tracing::debug!(%error, "canary under way");
                 }
                 Err(error @ RunError::RolloutHeld { .. }) => {
                     deferred = true;
@@ -782,6 +837,9 @@ impl Supervisor {
                     && new.decl.parent == old.decl.parent
                 {
                     rollout_gate::check(controller, new, &approval).await?;
+                    if !proposal.needs_restart() {
+                        canary_step(controller, new)?;
+                    }
                 }
                 match self.controllers.get(&path) {
                     Some(controller) if !proposal.needs_restart() => {
@@ -916,6 +974,41 @@ impl Supervisor {
 
     async fn stop_all(self) {
         futures::future::join_all(self.controllers.into_values().map(PluginController::stop)).await;
+    }
+}
+
+/// A canary's step in the swap of `new` into `controller` (`rollout.strategy: Canary`): start
+/// or judge it; `Ok` once it is promoted (the swap goes on), an error while it is under way
+/// (retried) or once it failed (rolled back, and the content refused).
+fn canary_step(controller: &PluginController, new: &Arc<Plugin>) -> Result<(), RunError> {
+    let rules = new.policy.rules(&new.decl.name);
+    if rules.rollout_strategy != crate::policy::RolloutStrategy::Canary
+        || !crate::rollout::gates(rules)
+    {
+        return Ok(());
+    }
+    let verdict = controller.canary(new, rules.rollout_canary_percent, rules.rollout_analysis);
+    let (plugin, sha256) = (new.decl.name.clone(), new.decl.content_hash.clone());
+    match verdict {
+        canary::Verdict::Analysing { parents, succeeded } => Err(RunError::CanaryAnalysing {
+            plugin,
+            sha256,
+            parents,
+            succeeded,
+        }),
+        canary::Verdict::Promote => {
+            controller.end_canary();
+            tracing::info!(%plugin, %sha256, "canary promoted: the new version serves every parent");
+            Ok(())
+        }
+        canary::Verdict::RollBack(failure) => {
+            controller.end_canary();
+            Err(RunError::CanaryFailed {
+                plugin,
+                sha256,
+                failure,
+            })
+        }
     }
 }
 

@@ -906,10 +906,10 @@ fn the_rollout_rules_resolve_field_by_field_and_refuse_a_share_out_of_range() {
     assert_eq!(rules.rollout_strategy, RolloutStrategy::Planned);
     assert_eq!(rules.rollout_delete_percent, DEFAULT_ROLLOUT_DELETE_PERCENT);
     assert!(rules.rollout_holds_workload_deletes);
-    let policy = policy(
+    let entries = policy(
         "defaults:\n  rollout: {maxDeletePercent: 30, holdWorkloadDeletes: false}\nplugins:\n  memcached:\n    rollout: {strategy: Immediate}\n",
     );
-    let rules = policy.rules("memcached");
+    let rules = entries.rules("memcached");
     assert_eq!(rules.rollout_strategy, RolloutStrategy::Immediate);
     assert_eq!(rules.rollout_delete_percent, 30);
     assert!(!rules.rollout_holds_workload_deletes);
@@ -918,8 +918,18 @@ fn the_rollout_rules_resolve_field_by_field_and_refuse_a_share_out_of_range() {
         &["defaults.rollout.maxDeletePercent", "from 1 to 100"],
     );
     assert_contains(
-        &invalid("defaults:\n  rollout: {strategy: Canary}\n"),
-        &["rollout", "Canary"],
+        &invalid("defaults:\n  rollout: {strategy: Gradual}\n"),
+        &["rollout", "Gradual"],
+    );
+    let canary =
+        policy("defaults:\n  rollout: {strategy: Canary, canaryPercent: 25, analysisSeconds: 5}\n");
+    let rules = canary.rules("x");
+    assert_eq!(rules.rollout_strategy, RolloutStrategy::Canary);
+    assert_eq!(rules.rollout_canary_percent, 25);
+    assert_eq!(rules.rollout_analysis, Duration::from_secs(5));
+    assert_contains(
+        &invalid("defaults:\n  rollout: {canaryPercent: 0}\n"),
+        &["defaults.rollout.canaryPercent", "from 1 to 100"],
     );
 }
 

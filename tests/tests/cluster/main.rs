@@ -4,6 +4,7 @@
 
 mod all_namespaces;
 mod apply_options;
+mod canary;
 mod control_plane_faults;
 mod crash_points;
 mod crd_ownership;

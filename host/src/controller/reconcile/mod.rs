@@ -207,8 +207,11 @@ pub async fn reconcile(
             crate::shard::Ownership::Draining => return Ok(give_up(&parent, &ctx).await),
         }
     }
-    // The version live now serves this whole reconcile, even if a reload swaps it meanwhile.
-    let plugin = ctx.plugin.load_full();
+    // The version live now serves this whole reconcile, even if a reload swaps it meanwhile:
+    // the canary version for a canary parent, the serving one for the others.
+    let key = parent_key(&parent);
+    let canary = ctx.canary.version_for(&key);
+    let plugin = canary.clone().unwrap_or_else(|| ctx.plugin.load_full());
     let labels = PluginLabels {
         plugin: plugin.decl.name.clone(),
     };
@@ -249,6 +252,16 @@ pub async fn reconcile(
             result: result_label,
         })
         .inc();
+    if let Some(canary) = &canary {
+        let outcome = match &result {
+            Err(Error::StaleParent { .. } | Error::ShuttingDown) => None,
+            Ok(_) => Some(Ok(())),
+            Err(error) => Some(Err(format!("{}: {error}", error.reason()))),
+        };
+        if let Some(outcome) = outcome {
+            ctx.canary.record(&key, &canary.decl.content_hash, outcome);
+        }
+    }
     match &result {
         Ok(_) => record_success(&ctx.parents, &parent, ctx.shard.is_some()),
         Err(error) => status::report_failure(&parent, &ctx, &plugin, error).await,

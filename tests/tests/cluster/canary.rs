@@ -1,0 +1,136 @@
+//! Canary rollouts on the control plane (`rollout.strategy: Canary`, half the parents, a
+//! 3-second analysis): a good release (v2 annotates every child) serves the canary parents
+//! first while the others stay on v1, then every parent; a release with a bug (no children,
+//! let past the rollout gate's thresholds here) fails on its canary parents, whose deletions
+//! the prune guard holds, and is rolled back: no child anywhere was deleted, every parent is
+//! served by v2 again, and the same content is not tried again.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Api;
+use kube::ResourceExt;
+use kube::api::ListParams;
+use operator_host::policy::Policy;
+use operator_host_tests::devcluster::{TestNamespace, wait_for};
+use operator_host_tests::host::{Host, plugin_path, publish};
+use operator_host_tests::memcached::{
+    VARIANT_ANNOTATION, create, managed_children, memcached_resource,
+};
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+const PARENTS: usize = 4;
+
+/// Whether each parent's Deployment carries v2's annotation, by parent.
+async fn annotated(ns: &TestNamespace) -> BTreeMap<String, bool> {
+    let params = ListParams::default().labels("operator-host.dev/plugin=memcached");
+    ns.api::<Deployment>()
+        .list(&params)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|d| {
+            (
+                d.name_any(),
+                d.annotations().contains_key(VARIANT_ANNOTATION),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_canary_serves_part_of_the_parents_first_and_a_failing_one_is_rolled_back() {
+    let ns = TestNamespace::new("canary").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("memcached.wasm");
+    publish(&plugin_path("test-plugins", "memcached-v1"), &file);
+    let policy = Policy::parse(
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  rollout:\n    \
+         strategy: Canary\n    canaryPercent: 50\n    analysisSeconds: 3\n    \
+         holdWorkloadDeletes: false\n    maxDeletePercent: 100\n",
+        std::path::Path::new("canary-test-policy.yaml"),
+    )
+    .unwrap();
+    let host = Host::start_dir_with_policy(dir.path().to_path_buf(), &[ns.name()], policy).await;
+    let parents = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    for i in 0..PARENTS {
+        create(
+            &parents,
+            &memcached_resource(),
+            &format!("m-{i}"),
+            json!({"size": 1}),
+        )
+        .await;
+    }
+    wait_for("every parent's children", TIMEOUT, || async {
+        Ok((managed_children(&ns, "").await.0.len() == 2 * PARENTS).then_some(()))
+    })
+    .await
+    .unwrap();
+
+    // The good release: half the parents first.
+    publish(&plugin_path("test-plugins", "memcached-v2"), &file);
+    let split = wait_for("the canary parents on v2", TIMEOUT, || async {
+        let now = annotated(&ns).await;
+        Ok((now.values().filter(|on_v2| **on_v2).count() == PARENTS / 2).then_some(now))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        host.reloads("replaced"),
+        0,
+        "promoted before its analysis: {split:?}"
+    );
+    wait_for("every parent on v2", TIMEOUT, || async {
+        Ok(annotated(&ns)
+            .await
+            .values()
+            .all(|on_v2| *on_v2)
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(host.reloads("replaced"), 1);
+    let children = managed_children(&ns, "").await.0;
+    assert_eq!(children.len(), 2 * PARENTS);
+
+    // The release with a bug: its canary parents fail (PruneHeld); rolled back.
+    let rejected = host.reloads("rejected");
+    publish(&plugin_path("test-plugins", "memcached-no-children"), &file);
+    wait_for("the canary rolled back", TIMEOUT, || async {
+        Ok((host.reloads("rejected") > rejected).then_some(()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        host.reloads("replaced"),
+        1,
+        "the failing canary was promoted"
+    );
+    assert_eq!(
+        managed_children(&ns, "").await.0,
+        children,
+        "a child was deleted"
+    );
+    assert_eq!(host.prunes().0, 0);
+    // Every parent is v2's again: Reconciled=True by v2, and v2's annotation everywhere.
+    wait_for("every parent Reconciled=True again", TIMEOUT, || async {
+        let listed = parents.list(&ListParams::default()).await?;
+        Ok(listed
+            .items
+            .iter()
+            .all(|p| operator_host_tests::memcached::reconciled_condition(p)["status"] == "True")
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    assert!(annotated(&ns).await.values().all(|on_v2| *on_v2));
+    // Not tried again while the file holds the same content.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(host.reloads("rejected"), rejected + 1);
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
