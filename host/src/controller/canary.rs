@@ -104,10 +104,19 @@ impl PluginController {
     /// The verdict on the canary of `new` (content hash); starts it (on the parents cached
     /// now, each reconciled at once) if another or none is under way.
     pub(super) fn canary(&self, new: &Arc<Plugin>, percent: u32, analysis: Duration) -> Verdict {
+        let cached: HashSet<String> = self
+            .tasks
+            .iter()
+            .flat_map(|(_, store)| store.state())
+            .map(|parent| super::reconcile::parent_key(&parent))
+            .collect();
         let mut slot = self.canary.lock();
-        if let Some(canary) = slot.as_ref()
+        if let Some(canary) = slot.as_mut()
             && canary.plugin.decl.content_hash == new.decl.content_hash
         {
+            // A canary parent deleted meanwhile has nothing more to show.
+            canary.parents.retain(|parent| cached.contains(parent));
+            canary.succeeded.retain(|parent| cached.contains(parent));
             if let Some(failure) = &canary.failure {
                 return Verdict::RollBack(failure.clone());
             }

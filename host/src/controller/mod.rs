@@ -836,9 +836,14 @@ impl Supervisor {
                 if let Some(controller) = self.controllers.get(&path)
                     && new.decl.parent == old.decl.parent
                 {
-                    rollout_gate::check(controller, new, &approval).await?;
+                    // A canary under way passed the gate when it started.
+                    let in_canary = controller.canary_version().as_deref()
+                        == Some(new.decl.content_hash.as_str());
+                    if !in_canary {
+                        rollout_gate::check(controller, new, &approval).await?;
+                    }
                     if !proposal.needs_restart() {
-                        canary_step(controller, new)?;
+                        canary_step(controller, new, approval.approved())?;
                     }
                 }
                 match self.controllers.get(&path) {
@@ -979,12 +984,23 @@ impl Supervisor {
 
 /// A canary's step in the swap of `new` into `controller` (`rollout.strategy: Canary`): start
 /// or judge it; `Ok` once it is promoted (the swap goes on), an error while it is under way
-/// (retried) or once it failed (rolled back, and the content refused).
-fn canary_step(controller: &PluginController, new: &Arc<Plugin>) -> Result<(), RunError> {
+/// (retried) or once it failed (rolled back, and the content refused). An approved version
+/// is promoted at once: approving is how a canary is promoted by hand.
+fn canary_step(
+    controller: &PluginController,
+    new: &Arc<Plugin>,
+    approved: bool,
+) -> Result<(), RunError> {
     let rules = new.policy.rules(&new.decl.name);
     if rules.rollout_strategy != crate::policy::RolloutStrategy::Canary
         || !crate::rollout::gates(rules)
     {
+        return Ok(());
+    }
+    if approved {
+        if controller.end_canary().is_some() {
+            tracing::info!(plugin = %new.decl.name, sha256 = %new.decl.content_hash, "canary promoted by approval");
+        }
         return Ok(());
     }
     let verdict = controller.canary(new, rules.rollout_canary_percent, rules.rollout_analysis);

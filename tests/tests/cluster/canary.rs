@@ -3,7 +3,8 @@
 //! first while the others stay on v1, then every parent; a release with a bug (no children,
 //! let past the rollout gate's thresholds here) fails on its canary parents, whose deletions
 //! the prune guard holds, and is rolled back: no child anywhere was deleted, every parent is
-//! served by v2 again, and the same content is not tried again.
+//! served by v2 again, and the same content is not tried again. Approving a canary's content
+//! promotes it by hand, before its analysis ends.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -131,6 +132,62 @@ async fn a_canary_serves_part_of_the_parents_first_and_a_failing_one_is_rolled_b
     // Not tried again while the file holds the same content.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(host.reloads("rejected"), rejected + 1);
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn approving_a_canary_promotes_it_before_its_analysis_ends() {
+    let ns = TestNamespace::new("canary-promote").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("memcached.wasm");
+    publish(&plugin_path("test-plugins", "memcached-v1"), &file);
+    let policy = Policy::parse(
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  rollout:\n    \
+         strategy: Canary\n    canaryPercent: 50\n    analysisSeconds: 3600\n",
+        std::path::Path::new("canary-promote-test-policy.yaml"),
+    )
+    .unwrap();
+    let host = Host::start_dir_with_policy(dir.path().to_path_buf(), &[ns.name()], policy).await;
+    let parents = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    for i in 0..PARENTS {
+        create(
+            &parents,
+            &memcached_resource(),
+            &format!("m-{i}"),
+            json!({"size": 1}),
+        )
+        .await;
+    }
+    wait_for("every parent's children", TIMEOUT, || async {
+        Ok((managed_children(&ns, "").await.0.len() == 2 * PARENTS).then_some(()))
+    })
+    .await
+    .unwrap();
+    let v2 = plugin_path("test-plugins", "memcached-v2");
+    publish(&v2, &file);
+    wait_for("the canary parents on v2", TIMEOUT, || async {
+        let now = annotated(&ns).await;
+        Ok((now.values().filter(|on_v2| **on_v2).count() == PARENTS / 2).then_some(()))
+    })
+    .await
+    .unwrap();
+    // An hour of analysis is not waited for: approving the content promotes it.
+    let hash = operator_host::plugin::Plugin::load(&operator_host_tests::host::runtime(), &v2)
+        .unwrap()
+        .decl
+        .content_hash;
+    std::fs::write(format!("{}.approved", file.display()), hash).unwrap();
+    wait_for("every parent on v2", TIMEOUT, || async {
+        Ok(annotated(&ns)
+            .await
+            .values()
+            .all(|on_v2| *on_v2)
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(host.reloads("replaced"), 1);
     host.stop().await;
     ns.cleanup().await.unwrap();
 }
