@@ -884,7 +884,8 @@ fn serving_condition(
 ) {
     let hex = content_hash.trim_start_matches("sha256:");
     let outcome = config.cluster.outcome(name);
-    match &outcome {
+    // The rollout's conditions: True for the content offered, False once it no longer is.
+    let rollout = match &outcome {
         Some((
             Outcome::Held {
                 content_hash,
@@ -892,19 +893,39 @@ fn serving_condition(
                 ..
             },
             _,
-        )) if content_hash == hex => {
-            set_condition(status, "RolloutHeld", "True", "RolloutHeld", reason);
-        }
-        _ if status.conditions.iter().any(|c| c.type_ == "RolloutHeld") => {
-            set_condition(
+        )) if content_hash == hex => Some(("RolloutHeld", reason)),
+        Some((
+            Outcome::Canary {
+                content_hash,
+                progress,
+                ..
+            },
+            _,
+        )) if content_hash == hex => Some(("RolloutProgressing", progress)),
+        Some((
+            Outcome::RolledBack {
+                content_hash,
+                reason,
+                ..
+            },
+            _,
+        )) if content_hash == hex => Some(("RolledBack", reason)),
+        _ => None,
+    };
+    for kind in ["RolloutHeld", "RolloutProgressing", "RolledBack"] {
+        match rollout {
+            Some((now, message)) if now == kind => {
+                set_condition(status, kind, "True", kind, message)
+            }
+            _ if status.conditions.iter().any(|c| c.type_ == kind) => set_condition(
                 status,
-                "RolloutHeld",
+                kind,
                 "False",
-                "NotHeld",
-                "no version of this resource is held before serving",
-            );
+                "NotNow",
+                "no version of this resource is in this state now",
+            ),
+            _ => {}
         }
-        _ => {}
     }
     match outcome {
         Some((Outcome::Serving { content_hash }, served)) if content_hash == hex => {
@@ -948,6 +969,24 @@ fn serving_condition(
             "held before serving until approved (see the RolloutHeld condition); what served \
              before keeps serving",
         ),
+        Some((Outcome::Canary { content_hash, .. }, _)) if content_hash == hex => set_condition(
+            status,
+            "Serving",
+            "False",
+            "Canary",
+            "serving its canary parents (see the RolloutProgressing condition); what served \
+             before serves the others",
+        ),
+        Some((Outcome::RolledBack { content_hash, .. }, _)) if content_hash == hex => {
+            set_condition(
+                status,
+                "Serving",
+                "False",
+                "RolledBack",
+                "failed on its canary parents and rolled back (see the RolledBack condition); \
+                 what served before serves every parent",
+            )
+        }
         _ => set_condition(
             status,
             "Serving",

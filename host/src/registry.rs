@@ -89,13 +89,25 @@ struct Entry {
     refusal: Option<Refusal>,
 }
 
-/// Content that could not serve: its hash, why, and whether the rollout gate holds it (it
-/// serves once approved) rather than an error.
+/// Content that does not serve (yet): its hash, why, and what keeps it.
 #[derive(Debug, Clone)]
 struct Refusal {
     content_hash: String,
     error: String,
-    held: bool,
+    kind: RefusalKind,
+}
+
+/// What keeps content from serving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RefusalKind {
+    /// An error: its content, or the cluster (retried).
+    Error,
+    /// The rollout gate holds it until it is approved.
+    Held,
+    /// It serves its canary parents; `error` says how far the canary is.
+    Canary,
+    /// Its canary failed and it was rolled back; not tried again until it changes.
+    RolledBack,
 }
 
 /// Content and policy entry offered under an identity: what a refusal is remembered by.
@@ -121,6 +133,20 @@ pub enum Outcome {
     /// This content is held before serving by the rollout gate (why), until it is approved;
     /// what served before still serves.
     Held {
+        content_hash: String,
+        reason: String,
+        serving: Option<String>,
+    },
+    /// This content serves its canary parents (how far the canary is); what served before
+    /// serves the others.
+    Canary {
+        content_hash: String,
+        progress: String,
+        serving: Option<String>,
+    },
+    /// This content failed on its canary parents and was rolled back (why); what served
+    /// before serves every parent.
+    RolledBack {
         content_hash: String,
         reason: String,
         serving: Option<String>,
@@ -374,16 +400,31 @@ impl Registry {
         };
         let serving = entry.served.as_ref().map(|p| p.decl.content_hash.clone());
         match (&entry.refusal, serving) {
-            (Some(refusal), serving) if refusal.held => Outcome::Held {
-                content_hash: refusal.content_hash.clone(),
-                reason: refusal.error.clone(),
-                serving,
-            },
-            (Some(refusal), serving) => Outcome::Rejected {
-                content_hash: refusal.content_hash.clone(),
-                error: refusal.error.clone(),
-                serving,
-            },
+            (Some(refusal), serving) => {
+                let (content_hash, reason) = (refusal.content_hash.clone(), refusal.error.clone());
+                match refusal.kind {
+                    RefusalKind::Held => Outcome::Held {
+                        content_hash,
+                        reason,
+                        serving,
+                    },
+                    RefusalKind::Canary => Outcome::Canary {
+                        content_hash,
+                        progress: reason,
+                        serving,
+                    },
+                    RefusalKind::RolledBack => Outcome::RolledBack {
+                        content_hash,
+                        reason,
+                        serving,
+                    },
+                    RefusalKind::Error => Outcome::Rejected {
+                        content_hash,
+                        error: reason,
+                        serving,
+                    },
+                }
+            }
             (None, Some(content_hash)) => Outcome::Serving { content_hash },
             (None, None) => Outcome::Pending,
         }
@@ -478,7 +519,7 @@ impl Registry {
                     entry.refusal = Some(Refusal {
                         content_hash: hash,
                         error: conflict,
-                        held: false,
+                        kind: RefusalKind::Error,
                     });
                 }
                 continue;
@@ -630,7 +671,7 @@ impl Registry {
             entry.refusal = Some(Refusal {
                 content_hash: hash.to_string(),
                 error: error.to_string(),
-                held: false,
+                kind: RefusalKind::Error,
             });
         }
         let plugin = serving.map_or_else(|| file_stem(path), |p| p.decl.name.clone());
@@ -699,22 +740,53 @@ impl Registry {
     /// (the API server, a CRD someone else owns, permissions): what served before keeps
     /// serving, and the next scan proposes the same content again.
     pub fn defer(&mut self, proposal: &Proposal, error: &dyn std::fmt::Display) {
-        self.refuse_for_now(proposal, error, false);
+        self.refuse_for_now(proposal, error, RefusalKind::Error);
     }
 
     /// Records that `proposal` is held by the rollout gate: what served before keeps serving,
     /// and the next scan proposes the same content again (to be planned again, or approved).
     pub fn hold(&mut self, proposal: &Proposal, reason: &dyn std::fmt::Display) {
-        self.refuse_for_now(proposal, reason, true);
+        self.refuse_for_now(proposal, reason, RefusalKind::Held);
     }
 
-    fn refuse_for_now(&mut self, proposal: &Proposal, error: &dyn std::fmt::Display, held: bool) {
+    /// Records that `proposal` serves its canary parents (`progress`); the next scan proposes
+    /// it again, to judge the canary.
+    pub fn canary(&mut self, proposal: &Proposal, progress: &dyn std::fmt::Display) {
+        if let Proposal::Replace { new, .. } = proposal {
+            self.entries.entry(new.path.clone()).or_default().refusal = Some(Refusal {
+                content_hash: new.decl.content_hash.clone(),
+                error: progress.to_string(),
+                kind: RefusalKind::Canary,
+            });
+        }
+    }
+
+    /// Records that `proposal` failed on its canary parents and was rolled back: refused like
+    /// content that does not load, and said so.
+    pub fn roll_back(&mut self, proposal: &Proposal, error: &dyn std::fmt::Display) {
+        self.reject(proposal, error);
+        if let Some(refusal) = self
+            .entries
+            .get_mut(proposal.path())
+            .and_then(|entry| entry.refusal.as_mut())
+        {
+            refusal.kind = RefusalKind::RolledBack;
+        }
+    }
+
+    fn refuse_for_now(
+        &mut self,
+        proposal: &Proposal,
+        error: &dyn std::fmt::Display,
+        kind: RefusalKind,
+    ) {
+        let held = kind == RefusalKind::Held;
         if let Proposal::Add { plugin } | Proposal::Replace { new: plugin, .. } = proposal {
             self.count_reload(&plugin.decl.name, if held { "held" } else { "rejected" });
             self.entries.entry(plugin.path.clone()).or_default().refusal = Some(Refusal {
                 content_hash: plugin.decl.content_hash.clone(),
                 error: error.to_string(),
-                held,
+                kind,
             });
             if held {
                 tracing::warn!(

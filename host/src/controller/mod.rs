@@ -783,14 +783,19 @@ impl Supervisor {
                     self.metrics.set_unavailable(&what, None);
                     lock(registry).commit(&proposal);
                 }
+                Err(error @ RunError::CanaryFailed { .. }) => {
+                    self.metrics.set_unavailable(&what, None);
+                    lock(registry).roll_back(&proposal, &error);
+                }
                 Err(error) if error.is_about_content() => {
                     self.metrics.set_unavailable(&what, None);
                     lock(registry).reject(&proposal, &error);
                 }
                 Err(error @ RunError::CanaryAnalysing { .. }) => {
-                    // Judged again at the next retry; nothing to record meanwhile.
+                    // Judged again at the next retry.
                     deferred = true;
                     tracing::debug!(%error, "canary under way");
+                    lock(registry).canary(&proposal, &error);
                 }
                 Err(error @ RunError::RolloutHeld { .. }) => {
                     deferred = true;

@@ -3,7 +3,8 @@
 //! moves), keeps the previous version serving through a missing artifact and a registry
 //! outage, and after a restart during the outage serves what it pulled before. A release whose
 //! plans would delete workloads is held before serving (`RolloutHeld`) until the resource's
-//! annotation approves its digest; `operator-host rollback` goes back to the digest before.
+//! annotation approves its digest; `operator-host rollback` goes back to the digest before. A
+//! canary (`spec.policy.rollout`) says how far it is and when it was rolled back.
 //!
 //! Signatures: an artifact serves only if a cosign signature verifies with the keys given;
 //! unsigned, signed by another key, or carrying a signature copied from another artifact, it is
@@ -357,6 +358,57 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
     all_converge(&oracle(&plugin_v1), &names, BOUND)
         .await
         .unwrap();
+
+    // A canary through spec.policy: v2 serves part of the parents first (RolloutProgressing),
+    // then all; the buggy release, let past the gate here, fails on its canary parents (their
+    // deletions are held) and is rolled back (RolledBack).
+    set_policy(
+        &api,
+        json!({"rollout": {"strategy": "Canary", "canaryPercent": 40, "analysisSeconds": 5,
+                           "holdWorkloadDeletes": false, "maxDeletePercent": 100}}),
+    )
+    .await;
+    set_source(
+        &api,
+        &registry.reference(&format!("plugins/memcached@{v2_digest}")),
+    )
+    .await;
+    wait_for_status(&api, "memcached", "v2's canary", |status| {
+        status["digest"] == v2_digest.as_str()
+            && condition(status, "RolloutProgressing").as_deref() == Some("True")
+    })
+    .await;
+    let status = wait_status(&api, &v2_digest, true, "v2 promoted").await;
+    assert_eq!(
+        condition(&status, "RolloutProgressing").as_deref(),
+        Some("False")
+    );
+    all_converge(&oracle(&plugin_v2), &names, BOUND)
+        .await
+        .unwrap();
+    let children = managed_children(&ns, "").await.0;
+    let buggy_again = push(
+        &buggy_dir.path().join("memcached.wasm"),
+        &registry.reference("plugins/memcached:buggy-again"),
+    );
+    set_source(&api, &registry.reference("plugins/memcached:buggy-again")).await;
+    let status = wait_for_status(
+        &api,
+        "memcached",
+        "the buggy canary rolled back",
+        |status| {
+            status["digest"] == buggy_again.as_str()
+                && condition(status, "RolledBack").as_deref() == Some("True")
+        },
+    )
+    .await;
+    assert_eq!(condition_of(&status, "Serving")["reason"], "RolledBack");
+    let rolled_back = condition_of(&status, "RolledBack")["message"].to_string();
+    assert!(rolled_back.contains("PruneHeld"), "{rolled_back}");
+    all_converge(&oracle(&plugin_v2), &names, BOUND)
+        .await
+        .unwrap();
+    assert_eq!(managed_children(&ns, "").await.0, children);
 
     api.delete("memcached", &Default::default()).await.unwrap();
     host.kill().await;
