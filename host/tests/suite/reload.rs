@@ -669,3 +669,41 @@ fn a_new_version_takes_over_the_instance_slots_of_the_one_it_replaces() {
         "the removed plugin returned it"
     );
 }
+
+#[test]
+fn a_held_version_a_canary_and_a_rolled_back_one_are_told_apart() {
+    use operator_host::registry::Outcome;
+    let mut fixture = Fixture::new();
+    std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
+    fixture.sync();
+    std::fs::write(fixture.path("memcached.wasm"), v2()).unwrap();
+    let id = fixture.path("memcached.wasm");
+    let proposals = fixture.registry.scan().unwrap();
+    let [proposal] = proposals.as_slice() else {
+        panic!("{proposals:?}");
+    };
+    fixture
+        .registry
+        .hold(proposal, &"its plans would delete 8 children");
+    assert!(
+        matches!(fixture.registry.outcome(&id), Outcome::Held { reason, .. } if reason.contains("8 children"))
+    );
+    // Held content is proposed again, to be planned again or approved.
+    let proposals = fixture.registry.scan().unwrap();
+    let [proposal] = proposals.as_slice() else {
+        panic!("{proposals:?}");
+    };
+    fixture.registry.canary(proposal, &"1 of 2 reconciled");
+    assert!(matches!(
+        fixture.registry.outcome(&id),
+        Outcome::Canary { progress, serving: Some(_), .. } if progress == "1 of 2 reconciled"
+    ));
+    fixture.registry.roll_back(proposal, &"m-0: PruneHeld");
+    assert!(matches!(
+        fixture.registry.outcome(&id),
+        Outcome::RolledBack { reason, .. } if reason.contains("PruneHeld")
+    ));
+    // Rolled back: not proposed again until the content changes.
+    assert!(fixture.registry.scan().unwrap().is_empty());
+    assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v1())));
+}
