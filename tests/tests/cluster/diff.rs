@@ -59,13 +59,14 @@ async fn children(ns: &TestNamespace) -> BTreeMap<String, Value> {
     children
 }
 
-/// What the host writes of a child: its labels, annotations and spec.
+/// What the host writes of a child: its labels, annotations and spec (not the annotations
+/// the deployment controller writes, whenever it gets to them).
 fn written(child: &Value) -> Value {
-    json!([
-        child["metadata"]["labels"],
-        child["metadata"]["annotations"],
-        child["spec"]
-    ])
+    let mut annotations = child["metadata"]["annotations"].clone();
+    if let Some(map) = annotations.as_object_mut() {
+        map.retain(|key, _| !key.starts_with("deployment.kubernetes.io/"));
+    }
+    json!([child["metadata"]["labels"], annotations, child["spec"]])
 }
 
 /// `Kind/name` of each child a parent's report lists under `field`.

@@ -14,6 +14,7 @@ use operator_host_tests::host::{Host, plugin_path, publish, runtime};
 use operator_host_tests::memcached::{
     VARIANT_ANNOTATION, create, managed_children, memcached_resource, reconciled_condition,
 };
+use operator_host_tests::oracle::{Oracle, all_converge};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -60,12 +61,17 @@ async fn a_release_that_would_delete_workloads_is_held_until_approved() {
     })
     .await
     .unwrap();
-    let children = wait_for("every parent's children", TIMEOUT, || async {
-        let (uids, _) = managed_children(&ns, "").await;
-        Ok((uids.len() == 2 * PARENTS).then_some(uids))
-    })
-    .await
-    .unwrap();
+    // Converged: children and statuses as v1 computes them, so nothing of v1 is written again.
+    let v1 = Plugin::load(&runtime(), &plugin_path("test-plugins", "memcached-v1")).unwrap();
+    let names: Vec<String> = (0..PARENTS).map(|i| format!("m-{i}")).collect();
+    let oracle = Oracle {
+        client: ns.client(),
+        plugin: &v1,
+        namespace: ns.name(),
+    };
+    all_converge(&oracle, &names, TIMEOUT).await.unwrap();
+    let children = managed_children(&ns, "").await.0;
+    assert_eq!(children.len(), 2 * PARENTS);
     let written = versions(&parents).await;
 
     // The buggy release: held before it serves.
