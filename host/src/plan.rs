@@ -404,14 +404,19 @@ pub fn plan_from_response(
 /// `Reconciled=False`, so what was observed before is not lost.
 /// `reason` and `message` say which step failed and why.
 pub fn failure_status(parent: &Value, reason: &str, message: &str, now: &str) -> Value {
+    // The previous observedGeneration stays: this generation was not reconciled.
+    with_condition(parent, reconciled(false, reason, message), now)
+}
+
+/// The parent's status with `condition` (one of the host's own) put in place of the one of
+/// its type: stamped with the parent's generation and its transition time, the rest as it is.
+pub fn with_condition(parent: &Value, condition: Value, now: &str) -> Value {
     let previous = parent
         .get("status")
         .filter(|s| s.is_object())
         .cloned()
         .unwrap_or_else(|| json!({}));
     let mut status = previous.clone();
-    // The previous observedGeneration stays: this generation was not reconciled.
-    let condition = reconciled(false, reason, message);
     set_condition(&mut status, condition, &previous, parent, now);
     status
 }

@@ -131,16 +131,14 @@ pub(super) async fn observe_parent(
         serde_json::json!({
             "type": DRIFTED, "status": "True", "reason": "Observed",
             "message": message(&differences),
-            "observedGeneration": parent.metadata.generation,
         })
     } else {
         serde_json::json!({
             "type": DRIFTED, "status": "False", "reason": "InSync",
             "message": format!("the cluster holds what plugin {} {} wants (observe mode: the host writes nothing)", decl.name, decl.version),
-            "observedGeneration": parent.metadata.generation,
         })
     };
-    let status = with_condition(&parent_json["status"], condition, &now_rfc3339());
+    let status = plan::with_condition(&parent_json, condition, &now_rfc3339());
     let api = api_for(&ctx.client, &decl.parent, parent.namespace().as_deref());
     status::write_status(parent, ctx, &api, &parent_json, status).await?;
     tracing::debug!(parent = %parent_key(parent), drifted, "observed");
@@ -190,24 +188,6 @@ fn message(differences: &[String]) -> String {
     format!("{cut}... ({} differences in all)", differences.len())
 }
 
-/// `status` with `condition` put in place of the one of its type (its transition time kept
-/// while its status is the same).
-fn with_condition(status: &Value, mut condition: Value, now: &str) -> Value {
-    plan::stamp_transition(&mut condition, status, now);
-    let mut status = match status {
-        Value::Object(_) => status.clone(),
-        _ => serde_json::json!({}),
-    };
-    let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
-    let mut conditions: Vec<Value> = conditions
-        .into_iter()
-        .filter(|c| c["type"] != condition["type"])
-        .collect();
-    conditions.push(condition);
-    status["conditions"] = Value::Array(conditions);
-    status
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,27 +214,5 @@ mod tests {
         assert!(said.len() <= MAX_MESSAGE + 40, "{}", said.len());
         assert!(said.starts_with("ConfigMap/c-0 is missing; "), "{said}");
         assert!(said.ends_with("(100 differences in all)"), "{said}");
-    }
-
-    #[test]
-    fn a_condition_replaces_its_type_and_keeps_its_transition_while_unchanged() {
-        let before = json!({"ready": 1, "conditions": [
-            {"type": "Drifted", "status": "True", "lastTransitionTime": "t0", "message": "a"},
-            {"type": "Reconciled", "status": "True"}]});
-        let after = with_condition(
-            &before,
-            json!({"type": "Drifted", "status": "True", "message": "b"}),
-            "t1",
-        );
-        assert_eq!(after["ready"], 1);
-        let drifted = &after["conditions"][1];
-        assert_eq!(
-            (
-                drifted["message"].as_str(),
-                drifted["lastTransitionTime"].as_str()
-            ),
-            (Some("b"), Some("t0"))
-        );
-        assert_eq!(after["conditions"].as_array().unwrap().len(), 2);
     }
 }
