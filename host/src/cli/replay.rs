@@ -13,6 +13,14 @@ use crate::policy::Policy;
 use crate::recording::{Recording, Recordings};
 use crate::runtime::Runtime;
 
+/// How `replay` prints: `render`'s formats alone, `diff`'s with --against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum ReplayFormat {
+    Yaml,
+    Json,
+    Text,
+}
+
 /// The arguments of `replay`.
 #[derive(Debug, clap::Args)]
 pub(super) struct ReplayArgs {
@@ -28,10 +36,10 @@ pub(super) struct ReplayArgs {
     /// The host's policy file, as `run --policy` (default: the default policy).
     #[arg(long, value_name = "FILE")]
     pub(super) policy: Option<PathBuf>,
-    /// Output format: without --against, `yaml` (a stream, as `render`) or `json`; with it,
-    /// `text` or `json` (as `diff`).
-    #[arg(long, short)]
-    output: Option<String>,
+    /// Output format: without --against, `yaml` (a stream, as `render`, the default) or
+    /// `json`; with it, `text` (the default) or `json` (as `diff`).
+    #[arg(long, short, value_enum)]
+    output: Option<ReplayFormat>,
     /// With --against: the time both versions stamp condition transitions with (default:
     /// now); alone, each recording is replayed at the time it was recorded.
     #[arg(long)]
@@ -77,10 +85,12 @@ pub(super) fn run(
     }
     if let Some(against) = &args.against {
         let serving = load(against)?;
-        let format = match args.output.as_deref() {
-            None | Some("text") => DiffFormat::Text,
-            Some("json") => DiffFormat::Json,
-            Some(other) => anyhow::bail!("-o {other}: with --against, expected text or json"),
+        let format = match args.output {
+            None | Some(ReplayFormat::Text) => DiffFormat::Text,
+            Some(ReplayFormat::Json) => DiffFormat::Json,
+            Some(ReplayFormat::Yaml) => {
+                anyhow::bail!("-o yaml: with --against, expected text or json")
+            }
         };
         let now = args.now.clone().unwrap_or_else(now_rfc3339);
         let report = Report::make(
@@ -92,10 +102,12 @@ pub(super) fn run(
         super::diff::print(&report, format)?;
         return Ok(super::diff::exit_code(&report));
     }
-    let format = match args.output.as_deref() {
-        None | Some("yaml") => Format::Yaml,
-        Some("json") => Format::Json,
-        Some(other) => anyhow::bail!("-o {other}: expected yaml or json"),
+    let format = match args.output {
+        None | Some(ReplayFormat::Yaml) => Format::Yaml,
+        Some(ReplayFormat::Json) => Format::Json,
+        Some(ReplayFormat::Text) => {
+            anyhow::bail!("-o text: without --against, expected yaml or json")
+        }
     };
     let mut plans = Vec::new();
     let (mut failed, mut rejected) = (false, false);
