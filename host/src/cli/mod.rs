@@ -487,6 +487,7 @@ fn exit_code(error: &anyhow::Error) -> u8 {
     }
     if error.downcast_ref::<render::Error>().is_some()
         || error.downcast_ref::<diff::DiffFailed>().is_some()
+        || error.downcast_ref::<replay::ReplayFailed>().is_some()
         || error.downcast_ref::<crate::recording::Error>().is_some()
         || error.downcast_ref::<crate::plugin::Error>().is_some()
         || error.downcast_ref::<crate::policy::Error>().is_some()

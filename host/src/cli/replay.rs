@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use anyhow::Context;
+
 use super::diff::DiffFormat;
 use super::{Format, load_file_or_reference, now_rfc3339};
 use crate::diff::{Report, Version};
@@ -48,6 +50,11 @@ pub(super) struct ReplayArgs {
     registry: super::RegistryArgs,
 }
 
+/// Why `replay` could not run; exits 2, never 1 or 3 (which say how the plugin did).
+#[derive(Debug, thiserror::Error)]
+#[error("the recordings were not replayed")]
+pub(super) struct ReplayFailed;
+
 /// Runs `replay`: exits 1 when the plugin fails on a recording (or, with --against, when
 /// anything would change), 3 when it rejects a recorded spec, 2 when it could not run.
 pub(super) fn run(
@@ -55,6 +62,10 @@ pub(super) fn run(
     runtime: &Arc<Runtime>,
     policy: &Policy,
 ) -> anyhow::Result<ExitCode> {
+    replay(args, runtime, policy).context(ReplayFailed)
+}
+
+fn replay(args: ReplayArgs, runtime: &Arc<Runtime>, policy: &Policy) -> anyhow::Result<ExitCode> {
     let policy = Arc::new(policy.clone());
     let load = |source: &str| -> anyhow::Result<crate::plugin::Plugin> {
         let mut plugin = load_file_or_reference(runtime, source, &args.registry)?;
