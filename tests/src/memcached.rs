@@ -122,3 +122,21 @@ pub async fn wait_for_first_reconcile(
     })
     .await
 }
+
+/// Waits until `parents` holds `count` parents and every one says `Reconciled=True`.
+pub async fn all_reconciled(
+    parents: &Api<DynamicObject>,
+    count: usize,
+    bound: std::time::Duration,
+) -> Result<(), crate::devcluster::Error> {
+    crate::devcluster::wait_for("every parent Reconciled=True", bound, || async {
+        let listed = parents.list(&ListParams::default()).await?;
+        Ok((listed.items.len() == count
+            && listed
+                .items
+                .iter()
+                .all(|parent| reconciled_condition(parent)["status"] == "True"))
+        .then_some(()))
+    })
+    .await
+}

@@ -17,7 +17,7 @@ use operator_host::policy::Policy;
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path, publish};
 use operator_host_tests::memcached::{
-    VARIANT_ANNOTATION, create, managed_children, memcached_resource,
+    VARIANT_ANNOTATION, all_reconciled, create, managed_children, memcached_resource,
 };
 use serde_json::json;
 
@@ -42,35 +42,67 @@ async fn annotated(ns: &TestNamespace) -> BTreeMap<String, bool> {
         .collect()
 }
 
+/// What each test serves from: its namespace, the plugin file (v1 at first) in a directory of
+/// its own, the host under `rollout` (a policy's YAML), and the parents, converged.
+struct Setup {
+    ns: TestNamespace,
+    /// Holds the plugin directory while the test runs.
+    _dir: tempfile::TempDir,
+    file: std::path::PathBuf,
+    host: Host,
+    parents: Api<kube::api::DynamicObject>,
+}
+
+impl Setup {
+    async fn new(test: &str, rollout: &str) -> Setup {
+        let ns = TestNamespace::new(test).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("memcached.wasm");
+        publish(&plugin_path("test-plugins", "memcached-v1"), &file);
+        let policy = Policy::parse(
+            &format!(
+                "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  rollout: {rollout}\n"
+            ),
+            std::path::Path::new("canary-test-policy.yaml"),
+        )
+        .unwrap();
+        let host =
+            Host::start_dir_with_policy(dir.path().to_path_buf(), &[ns.name()], policy).await;
+        let parents = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+        for i in 0..PARENTS {
+            let name = format!("m-{i}");
+            create(&parents, &memcached_resource(), &name, json!({"size": 1})).await;
+        }
+        all_reconciled(&parents, PARENTS, TIMEOUT).await.unwrap();
+        wait_for("every parent's children", TIMEOUT, || async {
+            Ok((managed_children(&ns, "").await.0.len() == 2 * PARENTS).then_some(()))
+        })
+        .await
+        .unwrap();
+        Setup {
+            ns,
+            _dir: dir,
+            file,
+            host,
+            parents,
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_canary_serves_part_of_the_parents_first_and_a_failing_one_is_rolled_back() {
-    let ns = TestNamespace::new("canary").await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("memcached.wasm");
-    publish(&plugin_path("test-plugins", "memcached-v1"), &file);
-    let policy = Policy::parse(
-        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  rollout:\n    \
-         strategy: Canary\n    canaryPercent: 50\n    analysisSeconds: 3\n    \
-         holdWorkloadDeletes: false\n    maxDeletePercent: 100\n",
-        std::path::Path::new("canary-test-policy.yaml"),
+    let Setup {
+        ns,
+        _dir,
+        file,
+        host,
+        parents,
+    } = Setup::new(
+        "canary",
+        "{strategy: Canary, canaryPercent: 50, analysisSeconds: 3, holdWorkloadDeletes: false, \
+         maxDeletePercent: 100}",
     )
-    .unwrap();
-    let host = Host::start_dir_with_policy(dir.path().to_path_buf(), &[ns.name()], policy).await;
-    let parents = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
-    for i in 0..PARENTS {
-        create(
-            &parents,
-            &memcached_resource(),
-            &format!("m-{i}"),
-            json!({"size": 1}),
-        )
-        .await;
-    }
-    wait_for("every parent's children", TIMEOUT, || async {
-        Ok((managed_children(&ns, "").await.0.len() == 2 * PARENTS).then_some(()))
-    })
-    .await
-    .unwrap();
+    .await;
 
     // The good release: half the parents first.
     publish(&plugin_path("test-plugins", "memcached-v2"), &file);
@@ -118,16 +150,7 @@ async fn a_canary_serves_part_of_the_parents_first_and_a_failing_one_is_rolled_b
     );
     assert_eq!(host.prunes().0, 0);
     // Every parent is v2's again: Reconciled=True by v2, and v2's annotation everywhere.
-    wait_for("every parent Reconciled=True again", TIMEOUT, || async {
-        let listed = parents.list(&ListParams::default()).await?;
-        Ok(listed
-            .items
-            .iter()
-            .all(|p| operator_host_tests::memcached::reconciled_condition(p)["status"] == "True")
-            .then_some(()))
-    })
-    .await
-    .unwrap();
+    all_reconciled(&parents, PARENTS, TIMEOUT).await.unwrap();
     assert!(annotated(&ns).await.values().all(|on_v2| *on_v2));
     // Not tried again while the file holds the same content.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -138,32 +161,17 @@ async fn a_canary_serves_part_of_the_parents_first_and_a_failing_one_is_rolled_b
 
 #[tokio::test]
 async fn approving_a_canary_promotes_it_before_its_analysis_ends() {
-    let ns = TestNamespace::new("canary-promote").await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("memcached.wasm");
-    publish(&plugin_path("test-plugins", "memcached-v1"), &file);
-    let policy = Policy::parse(
-        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  rollout:\n    \
-         strategy: Canary\n    canaryPercent: 50\n    analysisSeconds: 3600\n",
-        std::path::Path::new("canary-promote-test-policy.yaml"),
+    let Setup {
+        ns,
+        _dir,
+        file,
+        host,
+        ..
+    } = Setup::new(
+        "canary-promote",
+        "{strategy: Canary, canaryPercent: 50, analysisSeconds: 3600}",
     )
-    .unwrap();
-    let host = Host::start_dir_with_policy(dir.path().to_path_buf(), &[ns.name()], policy).await;
-    let parents = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
-    for i in 0..PARENTS {
-        create(
-            &parents,
-            &memcached_resource(),
-            &format!("m-{i}"),
-            json!({"size": 1}),
-        )
-        .await;
-    }
-    wait_for("every parent's children", TIMEOUT, || async {
-        Ok((managed_children(&ns, "").await.0.len() == 2 * PARENTS).then_some(()))
-    })
-    .await
-    .unwrap();
+    .await;
     let v2 = plugin_path("test-plugins", "memcached-v2");
     publish(&v2, &file);
     wait_for("the canary parents on v2", TIMEOUT, || async {

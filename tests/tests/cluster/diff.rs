@@ -15,7 +15,7 @@ use kube::{Api, ResourceExt};
 use operator_host::policy::Policy;
 use operator_host_tests::devcluster::{TestNamespace, cluster, wait_for};
 use operator_host_tests::host::{Host, plugin_path, publish};
-use operator_host_tests::memcached::{memcached_resource, reconciled_condition};
+use operator_host_tests::memcached::{all_reconciled, memcached_resource};
 use serde_json::{Value, json};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
@@ -201,17 +201,7 @@ async fn the_diff_of_a_version_is_what_swapping_it_in_writes() {
             .await
             .unwrap();
     }
-    wait_for("every parent Reconciled=True", TIMEOUT, || async {
-        let listed = parents.list(&ListParams::default()).await?;
-        Ok((listed.items.len() == PARENTS
-            && listed
-                .items
-                .iter()
-                .all(|parent| reconciled_condition(parent)["status"] == "True"))
-        .then_some(()))
-    })
-    .await
-    .unwrap();
+    all_reconciled(&parents, PARENTS, TIMEOUT).await.unwrap();
     let before = wait_for("every parent's children", TIMEOUT, || async {
         let now = children(&ns).await;
         Ok((now.len() == 2 * PARENTS).then_some(now))

@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path, publish};
 use operator_host_tests::memcached::{
-    create, managed_children, memcached_resource, reconciled_condition,
+    all_reconciled, create, managed_children, memcached_resource, reconciled_condition,
 };
 use serde_json::json;
 
@@ -118,20 +118,7 @@ async fn a_release_that_drops_every_child_deletes_nothing_until_approved() {
 
     // The fix: another version serves, and every parent converges on it.
     publish(&plugin_path("test-plugins", "memcached-v2"), &file);
-    wait_for(
-        "every parent Reconciled=True on the fix",
-        TIMEOUT,
-        || async {
-            let listed = parents.list(&ListParams::default()).await?;
-            Ok(listed
-                .items
-                .iter()
-                .all(|parent| reconciled_condition(parent)["status"] == "True")
-                .then_some(()))
-        },
-    )
-    .await
-    .unwrap();
+    all_reconciled(&parents, PARENTS, TIMEOUT).await.unwrap();
     wait_for("m-0's children back", TIMEOUT, || async {
         Ok((children(&ns).await.len() == 2 * PARENTS).then_some(()))
     })

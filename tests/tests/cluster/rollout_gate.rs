@@ -12,7 +12,7 @@ use operator_host::plugin::Plugin;
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path, publish, runtime};
 use operator_host_tests::memcached::{
-    VARIANT_ANNOTATION, create, managed_children, memcached_resource, reconciled_condition,
+    VARIANT_ANNOTATION, all_reconciled, create, managed_children, memcached_resource,
 };
 use operator_host_tests::oracle::{Oracle, all_converge};
 use serde_json::json;
@@ -50,17 +50,7 @@ async fn a_release_that_would_delete_workloads_is_held_until_approved() {
         let name = format!("m-{i}");
         create(&parents, &memcached_resource(), &name, json!({"size": 1})).await;
     }
-    wait_for("every parent Reconciled=True", TIMEOUT, || async {
-        let listed = parents.list(&ListParams::default()).await?;
-        Ok((listed.items.len() == PARENTS
-            && listed
-                .items
-                .iter()
-                .all(|parent| reconciled_condition(parent)["status"] == "True"))
-        .then_some(()))
-    })
-    .await
-    .unwrap();
+    all_reconciled(&parents, PARENTS, TIMEOUT).await.unwrap();
     // Converged: children and statuses as v1 computes them, so nothing of v1 is written again.
     let v1 = Plugin::load(&runtime(), &plugin_path("test-plugins", "memcached-v1")).unwrap();
     let names: Vec<String> = (0..PARENTS).map(|i| format!("m-{i}")).collect();
