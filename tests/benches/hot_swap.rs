@@ -12,7 +12,7 @@ use kube::api::DynamicObject;
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::memcached::{
-    VARIANT_ANNOTATION, create, managed_children, memcached_resource,
+    VARIANT_ANNOTATION, create_all, managed_children, memcached_resource,
 };
 use serde_json::json;
 
@@ -31,15 +31,7 @@ async fn run(n: usize) -> anyhow::Result<()> {
 
     let started = Instant::now();
     let names: Vec<String> = (0..n).map(|i| format!("cache-{i}")).collect();
-    let resource = memcached_resource();
-    for batch in names.chunks(CREATES_IN_FLIGHT) {
-        futures::future::join_all(
-            batch
-                .iter()
-                .map(|name| create(&api, &resource, name, json!({"size": 0}))),
-        )
-        .await;
-    }
+    create_all(&api, &names, json!({"size": 0}), CREATES_IN_FLIGHT).await;
     wait_for("every parent's v1 children", timeout, || async {
         Ok((managed_children(&ns, VARIANT_ANNOTATION).await.0.len() == 2 * n).then_some(()))
     })

@@ -140,3 +140,16 @@ pub async fn all_reconciled(
     })
     .await
 }
+
+/// Creates Memcached parents `names` (all with `spec`), `in_flight` at a time.
+pub async fn create_all(api: &Api<DynamicObject>, names: &[String], spec: Value, in_flight: usize) {
+    let resource = memcached_resource();
+    for batch in names.chunks(in_flight) {
+        futures::future::join_all(
+            batch
+                .iter()
+                .map(|name| create(api, &resource, name, spec.clone())),
+        )
+        .await;
+    }
+}

@@ -42,6 +42,16 @@ async fn annotated(ns: &TestNamespace) -> BTreeMap<String, bool> {
         .collect()
 }
 
+/// Waits until exactly `count` parents' Deployments carry v2's annotation; returns which do.
+async fn wait_for_parents_on_v2(ns: &TestNamespace, count: usize) -> BTreeMap<String, bool> {
+    wait_for(&format!("{count} parents on v2"), TIMEOUT, || async {
+        let now = annotated(ns).await;
+        Ok((now.values().filter(|on_v2| **on_v2).count() == count).then_some(now))
+    })
+    .await
+    .unwrap()
+}
+
 /// What each test serves from: its namespace, the plugin file (v1 at first) in a directory of
 /// its own, the host under `rollout` (a policy's YAML), and the parents, converged.
 struct Setup {
@@ -106,26 +116,13 @@ async fn a_canary_serves_part_of_the_parents_first_and_a_failing_one_is_rolled_b
 
     // The good release: half the parents first.
     publish(&plugin_path("test-plugins", "memcached-v2"), &file);
-    let split = wait_for("the canary parents on v2", TIMEOUT, || async {
-        let now = annotated(&ns).await;
-        Ok((now.values().filter(|on_v2| **on_v2).count() == PARENTS / 2).then_some(now))
-    })
-    .await
-    .unwrap();
+    let split = wait_for_parents_on_v2(&ns, PARENTS / 2).await;
     assert_eq!(
         host.reloads("replaced"),
         0,
         "promoted before its analysis: {split:?}"
     );
-    wait_for("every parent on v2", TIMEOUT, || async {
-        Ok(annotated(&ns)
-            .await
-            .values()
-            .all(|on_v2| *on_v2)
-            .then_some(()))
-    })
-    .await
-    .unwrap();
+    wait_for_parents_on_v2(&ns, PARENTS).await;
     assert_eq!(host.reloads("replaced"), 1);
     let children = managed_children(&ns, "").await.0;
     assert_eq!(children.len(), 2 * PARENTS);
@@ -174,27 +171,14 @@ async fn approving_a_canary_promotes_it_before_its_analysis_ends() {
     .await;
     let v2 = plugin_path("test-plugins", "memcached-v2");
     publish(&v2, &file);
-    wait_for("the canary parents on v2", TIMEOUT, || async {
-        let now = annotated(&ns).await;
-        Ok((now.values().filter(|on_v2| **on_v2).count() == PARENTS / 2).then_some(()))
-    })
-    .await
-    .unwrap();
+    wait_for_parents_on_v2(&ns, PARENTS / 2).await;
     // An hour of analysis is not waited for: approving the content promotes it.
     let hash = operator_host::plugin::Plugin::load(&operator_host_tests::host::runtime(), &v2)
         .unwrap()
         .decl
         .content_hash;
     std::fs::write(format!("{}.approved", file.display()), hash).unwrap();
-    wait_for("every parent on v2", TIMEOUT, || async {
-        Ok(annotated(&ns)
-            .await
-            .values()
-            .all(|on_v2| *on_v2)
-            .then_some(()))
-    })
-    .await
-    .unwrap();
+    wait_for_parents_on_v2(&ns, PARENTS).await;
     assert_eq!(host.reloads("replaced"), 1);
     host.stop().await;
     ns.cleanup().await.unwrap();
