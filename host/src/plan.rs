@@ -430,6 +430,16 @@ fn reconciled(ok: bool, reason: &str, message: &str) -> Value {
     })
 }
 
+/// The UID of the object's controller (its owner reference with `controller: true`; the API
+/// server allows one), if it has one.
+pub fn controller_uid(object: &Value) -> Option<&str> {
+    object["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|owner| owner["controller"] == true)?["uid"]
+        .as_str()
+}
+
 /// How the host's `Reconciled` message names the version that made a plan:
 /// `plugin memcached@0.1.0 (sha256:0123456789ab)`.
 pub fn version_identity(plugin: &Declaration) -> String {
@@ -547,10 +557,7 @@ fn owned_child(
     let labelled = labels[MANAGED_BY_LABEL] == MANAGED_BY
         && labels[PLUGIN_LABEL] == plugin.name.as_str()
         && labels[PARENT_UID_LABEL] == uid;
-    let controlled = metadata["ownerReferences"].as_array().is_some_and(|refs| {
-        refs.iter()
-            .any(|r| r["uid"] == uid && r["controller"] == true)
-    });
+    let controlled = controller_uid(object) == Some(uid);
     if !(labelled && controlled) || metadata["namespace"].as_str() != Some(parent.namespace) {
         return None;
     }

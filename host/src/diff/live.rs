@@ -72,14 +72,7 @@ impl LiveState {
         parents.sort_by_key(crate::render::identity);
         let mut by_parent: HashMap<String, Vec<Value>> = HashMap::new();
         for child in children {
-            let controller = child["metadata"]["ownerReferences"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|owner| owner["controller"] == true)
-                .and_then(|owner| owner["uid"].as_str())
-                .map(str::to_string);
-            if let Some(uid) = controller {
+            if let Some(uid) = crate::plan::controller_uid(&child).map(str::to_string) {
                 by_parent.entry(uid).or_default().push(child);
             }
         }

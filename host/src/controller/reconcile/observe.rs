@@ -98,7 +98,7 @@ pub(super) async fn observe_parent(
             None => differences.push(format!("{what} is missing")),
             Some(live) => {
                 let fields = plan::differing_fields(&live, &without_host_metadata(&child.object));
-                let theirs = !controlled_by(&live, parent);
+                let theirs = plan::controller_uid(&live) != parent.uid().as_deref();
                 let owner = if theirs {
                     " exists and is not this parent's (the host would not write it)"
                 } else {
@@ -167,15 +167,6 @@ fn without_host_metadata(object: &Value) -> Value {
         }
     }
     object
-}
-
-fn controlled_by(child: &Value, parent: &DynamicObject) -> bool {
-    let uid = parent.uid();
-    child["metadata"]["ownerReferences"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|owner| owner["controller"] == true && owner["uid"].as_str() == uid.as_deref())
 }
 
 /// The differences, cut to fit the condition's message.
