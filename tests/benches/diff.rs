@@ -7,15 +7,10 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kube::Api;
-use kube::api::DynamicObject;
-use operator_host_tests::devcluster::{TestNamespace, cluster, wait_for};
+use operator_host_tests::devcluster::{TestNamespace, cluster};
 use operator_host_tests::host::{Host, plugin_path};
-use operator_host_tests::memcached::{
-    VARIANT_ANNOTATION, create_all, managed_children, memcached_resource,
-};
+use operator_host_tests::memcached::converge_from_scratch;
 use operator_host_tests::process_host::memory_mib;
-use serde_json::json;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
 /// Parents created at once.
@@ -53,18 +48,8 @@ async fn run(n: usize) -> anyhow::Result<()> {
     let v2 = plugin_path("test-plugins", "memcached-v2");
     std::fs::copy(&v1, dir.path().join("memcached.wasm"))?;
     let host = Host::start_dir(dir.path().to_path_buf(), &[ns.name()]).await;
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
     let timeout = Duration::from_secs(60 + n as u64);
-
-    let started = Instant::now();
-    let names: Vec<String> = (0..n).map(|i| format!("cache-{i}")).collect();
-    create_all(&api, &names, json!({"size": 0}), CREATES_IN_FLIGHT).await;
-    wait_for("every parent's children", timeout, || async {
-        Ok((managed_children(&ns, VARIANT_ANNOTATION).await.0.len() == 2 * n).then_some(()))
-    })
-    .await?;
-    let reconcile_once = started.elapsed();
+    let reconcile_once = converge_from_scratch(&ns, n, CREATES_IN_FLIGHT, timeout).await?;
     host.stop().await;
 
     let diffed = Instant::now();

@@ -7,14 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use kube::Api;
-use kube::api::DynamicObject;
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
-use operator_host_tests::memcached::{
-    VARIANT_ANNOTATION, create_all, managed_children, memcached_resource,
-};
-use serde_json::json;
+use operator_host_tests::memcached::{VARIANT_ANNOTATION, converge_from_scratch, managed_children};
 
 /// Parents created at once.
 const CREATES_IN_FLIGHT: usize = 32;
@@ -25,18 +20,8 @@ async fn run(n: usize) -> anyhow::Result<()> {
     let live = dir.path().join("memcached.wasm");
     std::fs::copy(plugin_path("test-plugins", "memcached-v1"), &live)?;
     let host = Host::start_dir(dir.path().to_path_buf(), &[ns.name()]).await;
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
     let timeout = Duration::from_secs(60 + n as u64);
-
-    let started = Instant::now();
-    let names: Vec<String> = (0..n).map(|i| format!("cache-{i}")).collect();
-    create_all(&api, &names, json!({"size": 0}), CREATES_IN_FLIGHT).await;
-    wait_for("every parent's v1 children", timeout, || async {
-        Ok((managed_children(&ns, VARIANT_ANNOTATION).await.0.len() == 2 * n).then_some(()))
-    })
-    .await?;
-    let from_scratch = started.elapsed();
+    let from_scratch = converge_from_scratch(&ns, n, CREATES_IN_FLIGHT, timeout).await?;
 
     let swapped = Instant::now();
     std::fs::copy(plugin_path("test-plugins", "memcached-v2"), &live)?;

@@ -141,6 +141,26 @@ pub async fn all_reconciled(
     .await
 }
 
+/// Creates `n` Memcached parents `cache-0`.. with `spec.size: 0` (no pods) in `ns`,
+/// `in_flight` at a time, and waits until each has its Deployment and Service: how long the
+/// host took to converge them from scratch, the benchmarks' baseline.
+pub async fn converge_from_scratch(
+    ns: &TestNamespace,
+    n: usize,
+    in_flight: usize,
+    bound: std::time::Duration,
+) -> Result<std::time::Duration, crate::devcluster::Error> {
+    let api = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    let started = std::time::Instant::now();
+    let names: Vec<String> = (0..n).map(|i| format!("cache-{i}")).collect();
+    create_all(&api, &names, json!({"size": 0}), in_flight).await;
+    crate::devcluster::wait_for("every parent's children", bound, || async {
+        Ok((managed_children(ns, VARIANT_ANNOTATION).await.0.len() == 2 * n).then_some(()))
+    })
+    .await?;
+    Ok(started.elapsed())
+}
+
 /// Creates Memcached parents `names` (all with `spec`), `in_flight` at a time.
 pub async fn create_all(api: &Api<DynamicObject>, names: &[String], spec: Value, in_flight: usize) {
     let resource = memcached_resource();
