@@ -162,6 +162,9 @@ test-plugins: plugins python-test-plugins js-test-plugins go-test-plugins
 	# A release of Memcached with a bug: no children at all (the prune guard's tests).
 	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variant-no-children cargo build --target wasm32-wasip2 --profile plugin -p memcached --features no-children
 	cp $(CARGO_TARGET_DIR)/variant-no-children/wasm32-wasip2/plugin/memcached.wasm $(TEST_PLUGINS_DIR)/memcached-no-children.wasm
+	# A release that adds a child kind (a PodDisruptionBudget): a new controller, not a swap.
+	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variant-pdb cargo build --target wasm32-wasip2 --profile plugin -p memcached --features pdb
+	cp $(CARGO_TARGET_DIR)/variant-pdb/wasm32-wasip2/plugin/memcached.wasm $(TEST_PLUGINS_DIR)/memcached-pdb.wasm
 	# The hostile plugin's declarations that spell a kind to reach another resource.
 	for lie in $(HOSTILE_LIES); do \
 		CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variant-hostile cargo build --target wasm32-wasip2 --profile plugin -p hostile --features $$lie && \

@@ -54,13 +54,15 @@ impl Proposal {
         }
     }
 
-    /// Whether a replacement needs a new controller: the watched kinds changed, or the
-    /// policy (which sets the watched kinds, the write budget and the call slots).
+    /// Whether a replacement needs a new controller: the watched kinds changed (children, or
+    /// the related declarations, whose caches are kept by index), or the policy (which sets
+    /// the watched kinds, the write budget and the call slots).
     pub fn needs_restart(&self) -> bool {
         match self {
             Proposal::Replace { old, new } => {
                 old.decl.parent != new.decl.parent
                     || old.decl.children != new.decl.children
+                    || old.decl.related != new.decl.related
                     || old.policy != new.policy
             }
             _ => false,

@@ -326,6 +326,8 @@ pub struct PluginController {
     canary: Arc<canary::CanarySlot>,
     /// With sharding: the sharder of each controller's parents (active while leading).
     sharders: Vec<tokio::task::JoinHandle<()>>,
+    /// The namespace each controller serves (`None`: all).
+    scopes: Vec<Option<String>>,
 }
 
 impl std::fmt::Debug for PluginController {
@@ -373,7 +375,7 @@ impl PluginController {
         let mut contexts = Vec::new();
         let canary_slot = Arc::new(canary::CanarySlot::default());
         let mut sharders = Vec::new();
-        for namespace in scopes {
+        for namespace in scopes.clone() {
             let (trigger, triggered) = futures::channel::mpsc::unbounded();
             let stopping = stopped.clone();
             let shutdown = {
@@ -469,6 +471,7 @@ impl PluginController {
             contexts,
             canary: canary_slot,
             sharders,
+            scopes,
         }
     }
 
@@ -847,7 +850,11 @@ impl Supervisor {
                     if !in_canary {
                         rollout_gate::check(controller, new, &approval).await?;
                     }
-                    if !proposal.needs_restart() {
+                    // A version that needs a new controller (other watches, another
+                    // policy) has its canary on this one too: its canary parents read what
+                    // these caches lack from the API server, and the restart comes with the
+                    // promotion. The same content under another policy has no canary.
+                    if new.decl.content_hash != old.decl.content_hash {
                         canary_step(controller, new, approval.approved())?;
                     }
                 }

@@ -7,9 +7,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{ChildCache, PluginController, RunError};
+use kube::api::ListParams;
+
+use super::{ChildCache, PluginController, RunError, managed_children_selector};
+use crate::diff::live::list;
 use crate::diff::{LiveState, Report, Version};
 use crate::metrics::PluginLabels;
+use crate::plugin::KindRef;
 use crate::plugin::Plugin;
 use crate::registry::ClusterPlugins;
 use crate::rollout;
@@ -80,7 +84,7 @@ pub(super) async fn check(
         return Ok(());
     }
     let state = controller
-        .live_state()
+        .live_state(new)
         .await
         .map_err(|problem| held(format!("it cannot be planned yet: {problem}")))?;
     let serving = controller.current();
@@ -113,8 +117,10 @@ pub(super) async fn check(
 }
 
 impl PluginController {
-    /// What the controller's caches hold, as [`LiveState`]: once they have synced.
-    async fn live_state(&self) -> Result<LiveState, String> {
+    /// What the controller's caches hold, as [`LiveState`], once they have synced; with what
+    /// `new` reads that they do not follow (other child kinds, other related declarations)
+    /// read from the API server.
+    async fn live_state(&self, new: &Plugin) -> Result<LiveState, String> {
         let ready = async {
             for (_, parents) in &self.tasks {
                 parents
@@ -171,6 +177,31 @@ impl PluginController {
                         related[index].1.push(object);
                     }
                 }
+            }
+        }
+        let Some(client) = self.contexts.first().map(|context| &context.client) else {
+            return Ok(LiveState::new(parents, children, related));
+        };
+        let namespaces: Vec<Option<&str>> = self.scopes.iter().map(Option::as_deref).collect();
+        let cached: Vec<&KindRef> = self
+            .contexts
+            .iter()
+            .flat_map(|context| context.child_caches.iter().map(|cache| &cache.kind))
+            .collect();
+        let managed = ListParams::default().labels(&managed_children_selector(&new.decl.name));
+        for kind in new.policy.allowed_children(&new.decl) {
+            if !cached.contains(&&kind) {
+                let listed = list(client, &kind, &namespaces, &managed, "children").await;
+                children.extend(listed.map_err(|e| e.to_string())?);
+            }
+        }
+        for declared in &new.decl.related {
+            if !related.iter().any(|(kind, _)| *kind == declared.kind) {
+                let params = ListParams::default();
+                let objects = list(client, &declared.kind, &namespaces, &params, "related")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                related.push((declared.kind.clone(), objects));
             }
         }
         Ok(LiveState::new(parents, children, related))

@@ -189,7 +189,7 @@ pub async fn read(
 
 /// Every object of `kind` in `namespaces` (`None`: all), as the host's caches hold them:
 /// JSON with `apiVersion` and `kind`, without `managedFields`.
-async fn list(
+pub(crate) async fn list(
     client: &Client,
     kind: &KindRef,
     namespaces: &[Option<&str>],
@@ -200,18 +200,37 @@ async fn list(
     // A cluster-scoped kind is listed once, whatever the namespaces.
     let scopes = if kind.namespaced { namespaces } else { &[None] };
     for namespace in scopes {
-        let api: Api<DynamicObject> = kind.api(client, *namespace);
-        let listed = api.list(params).await.map_err(|source| Error::List {
-            what,
-            kind: kind.to_string(),
-            source,
-        })?;
-        objects.extend(listed.items.into_iter().filter_map(|mut object| {
-            object.metadata.managed_fields = None;
-            kind.to_json(&object)
-        }));
+        let listed = list_kind(client, kind, *namespace, params)
+            .await
+            .map_err(|source| Error::List {
+                what,
+                kind: kind.to_string(),
+                source,
+            })?;
+        objects.extend(listed);
     }
     Ok(objects)
+}
+
+/// The objects of `kind` in `namespace` (`None`, or a cluster-scoped kind: all), as the
+/// host's caches hold them: JSON with `apiVersion` and `kind`, without `managedFields`.
+pub(crate) async fn list_kind(
+    client: &Client,
+    kind: &KindRef,
+    namespace: Option<&str>,
+    params: &ListParams,
+) -> Result<Vec<Value>, kube::Error> {
+    let namespace = namespace.filter(|_| kind.namespaced);
+    let api: Api<DynamicObject> = kind.api(client, namespace);
+    let listed = api.list(params).await?;
+    Ok(listed
+        .items
+        .into_iter()
+        .filter_map(|mut object| {
+            object.metadata.managed_fields = None;
+            kind.to_json(&object)
+        })
+        .collect())
 }
 
 /// Where the serving version of an OperatorPlugin's plugin is: `repository@digest`, and

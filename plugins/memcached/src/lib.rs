@@ -91,7 +91,11 @@ impl Reconciler for MemcachedOperator {
     const NAME: &'static str = "memcached";
 
     fn children() -> Vec<Kind> {
-        vec![kind_of::<Deployment>(), kind_of::<Service>()]
+        #[allow(unused_mut)]
+        let mut kinds = vec![kind_of::<Deployment>(), kind_of::<Service>()];
+        #[cfg(feature = "pdb")]
+        kinds.push(kind_of::<k8s_openapi::api::policy::v1::PodDisruptionBudget>());
+        kinds
     }
 
     fn reconcile(parent: &Memcached, observed: &Observed) -> Result<Desired, Error> {
@@ -101,6 +105,8 @@ impl Reconciler for MemcachedOperator {
         let mut desired = Desired::new();
         desired.child(&deployment(&name, &spec, &labels))?;
         desired.child(&service(&name, &spec, &labels))?;
+        #[cfg(feature = "pdb")]
+        desired.child(&disruption_budget(&name, &labels))?;
         let observed_deployment = observed.view::<Deployment, WorkloadView>(&name)?;
         let status = status(parent, observed_deployment.as_ref(), &desired, &labels);
         #[cfg(feature = "no-children")]
@@ -246,6 +252,27 @@ fn service(name: &str, spec: &MemcachedSpec, selector: &BTreeMap<String, String>
                 ..ServicePort::default()
             }]),
             ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The `pdb` build's extra child: at most one pod of the cache unavailable at a time.
+#[cfg(feature = "pdb")]
+fn disruption_budget(
+    name: &str,
+    selector: &BTreeMap<String, String>,
+) -> k8s_openapi::api::policy::v1::PodDisruptionBudget {
+    use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+    PodDisruptionBudget {
+        metadata: meta(name, selector),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(1)),
+            selector: Some(LabelSelector {
+                match_labels: Some(selector.clone()),
+                ..LabelSelector::default()
+            }),
+            ..PodDisruptionBudgetSpec::default()
         }),
         status: None,
     }

@@ -4,12 +4,16 @@
 //! let past the rollout gate's thresholds here) fails on its canary parents, whose deletions
 //! the prune guard holds, and is rolled back: no child anywhere was deleted, every parent is
 //! served by v2 again, and the same content is not tried again. Approving a canary's content
-//! promotes it by hand, before its analysis ends.
+//! promotes it by hand, before its analysis ends. A release that adds a child kind (a
+//! PodDisruptionBudget), which needs a new controller rather than a swap, has its canary too:
+//! the canary parents read what the running controller does not watch from the API server,
+//! and the new controller comes with the promotion.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::ResourceExt;
 use kube::api::ListParams;
@@ -180,6 +184,74 @@ async fn approving_a_canary_promotes_it_before_its_analysis_ends() {
     std::fs::write(format!("{}.approved", file.display()), hash).unwrap();
     wait_for_parents_on_v2(&ns, PARENTS).await;
     assert_eq!(host.reloads("replaced"), 1);
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+/// The parents with a PodDisruptionBudget (the `pdb` release's extra child).
+async fn parents_with_budgets(ns: &TestNamespace) -> Vec<String> {
+    let params = ListParams::default().labels("operator-host.dev/plugin=memcached");
+    let mut names: Vec<String> = ns
+        .api::<PodDisruptionBudget>()
+        .list(&params)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|budget| budget.name_any())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_release_that_adds_a_child_kind_serves_its_canary_first_then_restarts() {
+    let Setup {
+        ns,
+        _dir,
+        file,
+        host,
+        parents,
+    } = Setup::new(
+        "canary-kinds",
+        "{strategy: Canary, canaryPercent: 50, analysisSeconds: 3}",
+    )
+    .await;
+    let children = managed_children(&ns, "").await.0;
+    publish(&plugin_path("test-plugins", "memcached-pdb"), &file);
+    let canary = wait_for("the canary parents' budgets", TIMEOUT, || async {
+        let budgets = parents_with_budgets(&ns).await;
+        Ok((budgets.len() == PARENTS / 2).then_some(budgets))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        host.reloads("replaced"),
+        0,
+        "promoted before its analysis: {canary:?}"
+    );
+    wait_for("every parent's budget", TIMEOUT, || async {
+        Ok((parents_with_budgets(&ns).await.len() == PARENTS).then_some(()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(host.reloads("replaced"), 1);
+    // The new controller took over the children: none recreated, every parent reconciled
+    // by it, and the budgets are its own children (each parent's has its controller reference).
+    all_reconciled(&parents, PARENTS, TIMEOUT).await.unwrap();
+    assert_eq!(managed_children(&ns, "").await.0, children);
+    for budget in ns
+        .api::<PodDisruptionBudget>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+    {
+        let owner = budget.owner_references().first().cloned().unwrap();
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("Memcached", Some(true))
+        );
+    }
     host.stop().await;
     ns.cleanup().await.unwrap();
 }

@@ -359,20 +359,22 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
         .await
         .unwrap();
 
-    // A canary through spec.policy: v2 serves part of the parents first (RolloutProgressing),
-    // then all; the buggy release, let past the gate here, fails on its canary parents (their
-    // deletions are held) and is rolled back (RolledBack).
-    set_policy(
+    // A canary through spec.policy, applied with the new source in one change as `kubectl
+    // apply` does (the new policy makes it a controller restart, which comes with the
+    // promotion): v2 serves part of the parents first (RolloutProgressing), then all; the
+    // buggy release, let past the gate here, fails on its canary parents (their deletions are
+    // held) and is rolled back (RolledBack).
+    patch_operator_plugin(
         &api,
-        json!({"rollout": {"strategy": "Canary", "canaryPercent": 40, "analysisSeconds": 5,
-                           "holdWorkloadDeletes": false, "maxDeletePercent": 100}}),
+        json!({
+            "source": registry.reference(&format!("plugins/memcached@{v2_digest}")),
+            "policy": {"rollout": {"strategy": "Canary", "canaryPercent": 40,
+                                   "analysisSeconds": 5, "holdWorkloadDeletes": false,
+                                   "maxDeletePercent": 100}},
+        }),
     )
-    .await;
-    set_source(
-        &api,
-        &registry.reference(&format!("plugins/memcached@{v2_digest}")),
-    )
-    .await;
+    .await
+    .unwrap();
     wait_for_status(&api, "memcached", "v2's canary", |status| {
         status["digest"] == v2_digest.as_str()
             && condition(status, "RolloutProgressing").as_deref() == Some("True")

@@ -30,7 +30,7 @@ use serde_json::Value;
 use super::{ChildCache, PluginContext, api_for};
 use crate::metrics::{PluginLabels, ResultLabels, WriteLabels};
 use crate::plan::{self, Plan, PlanError};
-use crate::plugin::Plugin;
+use crate::plugin::{KindRef, Plugin};
 use finalizer::DeletionStep;
 use parent_state::{forget, record_success};
 
@@ -361,7 +361,7 @@ async fn reconcile_parent(
     let api = api_for(&ctx.client, &decl.parent, parent.namespace().as_deref());
     // Before the plan: whether the spec asks for deletions follows from the parent as it came.
     let deletions_asked_for = spec_asks_for_deletions(parent, ctx, rules, &decl.content_hash);
-    let observed = observed_children(parent, ctx).await?;
+    let observed = observed_children(parent, ctx, plugin).await?;
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
     let related = related_objects(&parent_json, ctx, plugin).await?;
     record(ctx, plugin, &parent_json, &observed, &related);
@@ -527,7 +527,7 @@ async fn finalize_parent(
         }
         DeletionStep::CallFinalize => {}
     }
-    let observed = observed_children(parent, ctx).await?;
+    let observed = observed_children(parent, ctx, plugin).await?;
     let related = related_objects(&parent_json, ctx, plugin).await?;
     let (request, seed) = plan::request("finalize", &parent_json, &observed, related);
     let context = format!("{}:{}", decl.name, parent_key(parent));
@@ -608,7 +608,14 @@ async fn wait_for_cache(
 async fn observed_children(
     parent: &DynamicObject,
     ctx: &PluginContext,
+    plugin: &Plugin,
 ) -> Result<Vec<Value>, Error> {
+    let Some(uid) = parent.uid() else {
+        return Ok(Vec::new());
+    };
+    if !cached_for(ctx, plugin) {
+        return live_children(parent, ctx, plugin, &uid).await;
+    }
     for cache in &ctx.child_caches {
         wait_for_cache(cache, ctx, |kind, problem| Error::ChildKindUnavailable {
             kind,
@@ -616,11 +623,8 @@ async fn observed_children(
         })
         .await?;
     }
-    let Some(uid) = parent.uid() else {
-        return Ok(Vec::new());
-    };
     if ctx.shard.is_some() && !parent_state::is_settled(&ctx.parents, parent) {
-        return live_children(parent, ctx, &uid).await;
+        return live_children(parent, ctx, plugin, &uid).await;
     }
     let mut observed = Vec::new();
     for ChildCache { kind, store, .. } in &ctx.child_caches {
@@ -643,6 +647,9 @@ async fn related_objects(
     ctx: &PluginContext,
     plugin: &Plugin,
 ) -> Result<Vec<crate::runtime::RelatedObjects>, Error> {
+    if !cached_for(ctx, plugin) {
+        return live_related_objects(parent, ctx, plugin).await;
+    }
     for cache in &ctx.related_caches {
         wait_for_cache(cache, ctx, |kind, problem| Error::RelatedKindUnavailable {
             kind,
@@ -666,22 +673,80 @@ async fn related_objects(
     ))
 }
 
-/// The children of a parent this shard has just been given, read from the API server: its
-/// caches select this shard's label, which the children carry only once this shard has
-/// applied them, and a child the plugin no longer wants must be seen to be pruned.
+/// Whether the controller's caches hold what `plugin` reads: those of the serving version
+/// do (a swap keeps the watches: see `Proposal::needs_restart`), those of a canary whose
+/// child kinds or related declarations differ do not.
+fn cached_for(ctx: &PluginContext, plugin: &Plugin) -> bool {
+    let serving = ctx.plugin.load();
+    (serving.decl.content_hash == plugin.decl.content_hash
+        && Arc::ptr_eq(&serving.policy, &plugin.policy))
+        || (serving.decl.related == plugin.decl.related
+            && serving.policy.allowed_children(&serving.decl)
+                == plugin.policy.allowed_children(&plugin.decl))
+}
+
+/// The objects of `plugin`'s related declarations for `parent`, read from the API server
+/// (for a version whose declarations the caches do not follow).
+async fn live_related_objects(
+    parent: &Value,
+    ctx: &PluginContext,
+    plugin: &Plugin,
+) -> Result<Vec<crate::runtime::RelatedObjects>, Error> {
+    let namespace = parent["metadata"]["namespace"].as_str();
+    let mut listed: Vec<(&KindRef, Vec<Value>)> = Vec::new();
+    for related in &plugin.decl.related {
+        if listed.iter().any(|(kind, _)| **kind == related.kind) {
+            continue;
+        }
+        let objects = crate::diff::live::list_kind(
+            &ctx.client,
+            &related.kind,
+            namespace,
+            &kube::api::ListParams::default(),
+        )
+        .await
+        .map_err(|source| Error::Read {
+            kind: related.kind.kind.clone(),
+            name: format!(
+                "related objects of {}/{}",
+                namespace.unwrap_or_default(),
+                parent["metadata"]["name"].as_str().unwrap_or_default()
+            ),
+            source,
+        })?;
+        listed.push((&related.kind, objects));
+    }
+    Ok(crate::related::objects_for(
+        &plugin.decl.related,
+        parent,
+        |index| {
+            let kind = &plugin.decl.related[index].kind;
+            listed
+                .iter()
+                .find(|(listed, _)| *listed == kind)
+                .map(|(_, objects)| objects.clone())
+                .unwrap_or_default()
+        },
+    ))
+}
+
+/// The children of `parent` of the kinds `plugin` watches, read from the API server: for a
+/// parent this shard has just been given (its caches select this shard's label, which the
+/// children carry only once this shard has applied them, and a child the plugin no longer
+/// wants must be seen to be pruned), and for a version the caches do not follow.
 async fn live_children(
     parent: &DynamicObject,
     ctx: &PluginContext,
+    plugin: &Plugin,
     uid: &str,
 ) -> Result<Vec<Value>, Error> {
-    let plugin = ctx.plugin.load();
     let selector = format!(
         "{},{}={uid}",
         super::managed_children_selector(&plugin.decl.name),
         crate::plan::PARENT_UID_LABEL
     );
     let mut observed = Vec::new();
-    for ChildCache { kind, .. } in &ctx.child_caches {
+    for kind in &plugin.policy.allowed_children(&plugin.decl) {
         let api = api_for(&ctx.client, kind, parent.namespace().as_deref());
         let listed = api
             .list(&kube::api::ListParams::default().labels(&selector))

@@ -55,7 +55,7 @@ pub(super) async fn observe_parent(
     plugin: &std::sync::Arc<Plugin>,
 ) -> Result<Action, Error> {
     let decl = &plugin.decl;
-    let observed = observed_children(parent, ctx).await?;
+    let observed = observed_children(parent, ctx, plugin).await?;
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
     let related = related_objects(&parent_json, ctx, plugin).await?;
     super::record(ctx, plugin, &parent_json, &observed, &related);
