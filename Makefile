@@ -294,6 +294,7 @@ bench-cluster: test-plugins
 	cargo bench -p operator-host-tests --bench plugin_rollout
 	cargo bench -p operator-host-tests --bench swap_memory
 	cargo bench -p operator-host-tests --bench diff
+	cargo bench -p operator-host-tests --bench canary
 
 # Scale on the devcluster (tests/benches/scale.rs): 10 operands in one host vs 10 native
 # controllers, RSS per parent at 10,000 parents, restart with 10 plugins, 1 vs 3 sharded

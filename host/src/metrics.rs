@@ -37,6 +37,21 @@ pub struct ResultLabels {
     pub result: String,
 }
 
+/// A version of a plugin by its content, and how a reconcile on it ended.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VersionResultLabels {
+    pub plugin: String,
+    pub sha256: String,
+    pub result: String,
+}
+
+/// A version of a plugin by its content.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ContentLabels {
+    pub plugin: String,
+    pub sha256: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub plugin: String,
@@ -93,6 +108,11 @@ pub struct Metrics {
     registry: Registry,
     /// Reconciles by plugin and result (`success` or a condition reason).
     pub reconciles: Family<ResultLabels, Counter>,
+    /// Reconciles by the version that ran them: during a canary, the canary's beside the
+    /// serving version's.
+    pub version_reconciles: Family<VersionResultLabels, Counter>,
+    /// The parents a canary under way serves, by plugin and canary version (0 once it ends).
+    pub canary_parents: Family<ContentLabels, Gauge>,
     /// Duration of a whole reconcile, seconds.
     pub reconcile_duration: Family<PluginLabels, Histogram>,
     /// Duration of the sandboxed plugin call, seconds.
@@ -160,6 +180,8 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("operator_host");
         let reconciles = Family::<ResultLabels, Counter>::default();
+        let version_reconciles = Family::<VersionResultLabels, Counter>::default();
+        let canary_parents = Family::<ContentLabels, Gauge>::default();
         let reconcile_duration = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.001, 2.0, 16))
         });
@@ -246,6 +268,16 @@ impl Metrics {
             rollouts_held.clone(),
         );
         registry.register(
+            "version_reconciles",
+            "Reconciles by plugin version (content) and result: a canary's beside the serving one's",
+            version_reconciles.clone(),
+        );
+        registry.register(
+            "canary_parents",
+            "Parents a canary of a new plugin version serves (0 once it is promoted or rolled back)",
+            canary_parents.clone(),
+        );
+        registry.register(
             "drifted_parents",
             "Parents whose children differ from the plan (observe mode)",
             drifted_parents.clone(),
@@ -273,6 +305,8 @@ impl Metrics {
         Metrics {
             registry,
             reconciles,
+            version_reconciles,
+            canary_parents,
             reconcile_duration,
             plugin_call_duration,
             applies,

@@ -199,6 +199,10 @@ pub struct RolloutRules {
     /// least one) the new version serves first (default 10).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub canary_percent: Option<u32>,
+    /// With `Canary`: a label selector of the canary parents (e.g. `tier=canary`), in place of
+    /// canaryPercent. A canary whose selector matches no parent waits for an approval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary_selector: Option<String>,
     /// With `Canary`: how long the canary parents must reconcile without a failure before
     /// the new version serves every parent (default 60).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -503,6 +507,8 @@ pub struct Effective {
     pub rollout_holds_workload_deletes: bool,
     /// `rollout.canaryPercent`: 1 to 100.
     pub rollout_canary_percent: u32,
+    /// `rollout.canarySelector`, a label selector validated when the policy was read.
+    pub rollout_canary_selector: Option<String>,
     pub rollout_analysis: Duration,
     pub mode: PluginMode,
     pub limits: PolicyLimits,
@@ -605,6 +611,10 @@ impl Effective {
                 .canary_percent
                 .or(default_rollout.canary_percent)
                 .unwrap_or(DEFAULT_CANARY_PERCENT),
+            rollout_canary_selector: rollout
+                .canary_selector
+                .clone()
+                .or_else(|| default_rollout.canary_selector.clone()),
             rollout_analysis: rollout
                 .analysis_seconds
                 .or(default_rollout.analysis_seconds)
@@ -1067,6 +1077,15 @@ fn typed(
                 "a percentage from 1 to 100",
             ));
         }
+    }
+    if let Some(selector) = &rollout.canary_selector
+        && let Err(problem) = crate::labels::parse(selector)
+    {
+        return Err(invalid(
+            &format!("{field}.rollout.canarySelector"),
+            selector.clone(),
+            &format!("a label selector such as tier=canary ({problem})"),
+        ));
     }
     let positive = [
         ("limits.callTimeoutMs", limits.call_timeout_ms),

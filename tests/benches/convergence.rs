@@ -176,6 +176,7 @@ async fn controller_process(side: Side, namespace: String, args: Args) -> anyhow
                 leadership: operator_host::leader::Leadership::unelected(),
                 shard: None,
                 record: None,
+                canary_failed: Default::default(),
             };
             let metrics = Arc::new(operator_host::metrics::Metrics::new());
             let controller = operator_host::controller::PluginController::start(

@@ -170,6 +170,7 @@ impl Host {
                 leadership: operator_host::leader::Leadership::unelected(),
                 shard: None,
                 record: None,
+                canary_failed: Default::default(),
             },
             policy: Arc::new(policy),
             leader_election: None,
@@ -279,13 +280,18 @@ impl Host {
         })
     }
 
-    /// The sum of the counter `name` over the label sets `labels` accepts.
-    fn counter(&self, name: &str, labels: impl Fn(&str) -> bool) -> u64 {
+    /// The sum of the counter or gauge `name` over the label sets `labels` accepts.
+    pub fn counter(&self, name: &str, labels: impl Fn(&str) -> bool) -> u64 {
+        self.sum(name, labels) as u64
+    }
+
+    /// [`Host::counter`] of a metric whose values are not whole (a histogram's `_sum`).
+    pub fn sum(&self, name: &str, labels: impl Fn(&str) -> bool) -> f64 {
         self.metrics
             .encode()
             .lines()
             .filter(|l| l.starts_with(name) && labels(l))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
     }
 }

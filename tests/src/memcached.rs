@@ -81,6 +81,24 @@ pub async fn managed_children(
     (uids, annotated)
 }
 
+/// Whether each parent's Deployment in `ns` carries v2's annotation, by parent.
+pub async fn on_v2(ns: &TestNamespace) -> BTreeMap<String, bool> {
+    let params = ListParams::default().labels("operator-host.dev/plugin=memcached");
+    ns.api::<Deployment>()
+        .list(&params)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|d| {
+            (
+                d.name_any(),
+                d.annotations().contains_key(VARIANT_ANNOTATION),
+            )
+        })
+        .collect()
+}
+
 /// Merges `spec` into parent `name`'s spec.
 pub async fn patch_spec(api: &Api<DynamicObject>, name: &str, spec: Value) {
     api.patch(

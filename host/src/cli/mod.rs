@@ -673,6 +673,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             leadership,
                             shard: None,
                             record: record.map(crate::recording::FlightRecorder::new),
+                            canary_failed: Default::default(),
                         },
                         policy,
                         leader_election,

@@ -104,6 +104,15 @@ pub enum RunError {
         sha256: String,
         failure: String,
     },
+    #[error(
+        "plugin {plugin}: the canary of the new version (sha256 {sha256}) cannot be chosen or \
+         judged now: {source}"
+    )]
+    CanaryUnjudged {
+        plugin: String,
+        sha256: String,
+        source: crate::diff::live::Error,
+    },
 }
 
 impl RunError {
@@ -118,7 +127,8 @@ impl RunError {
             | RunError::CrdAwaitsLeader { .. }
             | RunError::OperatorPlugin(_)
             | RunError::RolloutHeld { .. }
-            | RunError::CanaryAnalysing { .. } => false,
+            | RunError::CanaryAnalysing { .. }
+            | RunError::CanaryUnjudged { .. } => false,
             // Remembered: the same content is not tried again until it changes.
             RunError::CanaryFailed { .. } => true,
         }
@@ -212,6 +222,9 @@ pub struct ControllerConfig {
     pub shard: Option<ShardScope>,
     /// The flight recorder (`run --record`), if on: each reconcile's inputs are kept.
     pub record: Option<crate::recording::FlightRecorder>,
+    /// Woken when a canary parent fails: the run loop judges the canary at once rather than
+    /// at its next retry.
+    pub canary_failed: Arc<tokio::sync::Notify>,
 }
 
 /// What the controllers of a sharded replica need to know of the ring.
@@ -373,7 +386,7 @@ impl PluginController {
         let mut reconcile_all = Vec::new();
         let mut tasks = Vec::new();
         let mut contexts = Vec::new();
-        let canary_slot = Arc::new(canary::CanarySlot::default());
+        let canary_slot = Arc::new(canary::CanarySlot::new(config.canary_failed.clone()));
         let mut sharders = Vec::new();
         for namespace in scopes.clone() {
             let (trigger, triggered) = futures::channel::mpsc::unbounded();
@@ -855,7 +868,7 @@ impl Supervisor {
                     // these caches lack from the API server, and the restart comes with the
                     // promotion. The same content under another policy has no canary.
                     if new.decl.content_hash != old.decl.content_hash {
-                        canary_step(controller, new, approval.approved())?;
+                        canary_step(controller, new, approval.approved()).await?;
                     }
                 }
                 match self.controllers.get(&path) {
@@ -998,7 +1011,7 @@ impl Supervisor {
 /// or judge it; `Ok` once it is promoted (the swap goes on), an error while it is under way
 /// (retried) or once it failed (rolled back, and the content refused). An approved version
 /// is promoted at once: approving is how a canary is promoted by hand.
-fn canary_step(
+async fn canary_step(
     controller: &PluginController,
     new: &Arc<Plugin>,
     approved: bool,
@@ -1015,8 +1028,24 @@ fn canary_step(
         }
         return Ok(());
     }
-    let verdict = controller.canary(new, rules.rollout_canary_percent, rules.rollout_analysis);
     let (plugin, sha256) = (new.decl.name.clone(), new.decl.content_hash.clone());
+    // Validated when the policy was read.
+    let share = match rules
+        .rollout_canary_selector
+        .as_deref()
+        .map(crate::labels::parse)
+    {
+        Some(Ok(selector)) => canary::Share::Selector(selector),
+        _ => canary::Share::Percent(rules.rollout_canary_percent),
+    };
+    let verdict = controller
+        .canary(new, &share, rules.rollout_analysis)
+        .await
+        .map_err(|source| RunError::CanaryUnjudged {
+            plugin: plugin.clone(),
+            sha256: sha256.clone(),
+            source,
+        })?;
     match verdict {
         canary::Verdict::Analysing { parents, succeeded } => Err(RunError::CanaryAnalysing {
             plugin,
@@ -1133,6 +1162,7 @@ pub async fn run_with_metrics(
         _ => None,
     };
     let mut gained = leadership.gained();
+    let canary_failed = config.controllers.canary_failed.clone();
     let mut supervisor = Supervisor {
         client,
         config,
@@ -1167,6 +1197,7 @@ pub async fn run_with_metrics(
             // A change offered meanwhile is kept by the notifier until this waits again.
             () = cluster_changed(cluster.as_ref()) => true,
             () = retry.due() => true,
+            () = canary_failed.notified() => true,
             Some(()) = gained.next() => {
                 supervisor.take_over().await;
                 true

@@ -116,6 +116,20 @@ pub(super) async fn check(
     }
 }
 
+/// The objects listed, none for a kind the API server does not serve (no object of it can
+/// exist; whether the new version may serve without it is the reload's check, after the gate).
+fn unless_not_served(
+    listed: Result<Vec<Value>, crate::diff::live::Error>,
+) -> Result<Vec<Value>, String> {
+    match listed {
+        Err(crate::diff::live::Error::List {
+            source: kube::Error::Api(status),
+            ..
+        }) if status.code == 404 => Ok(Vec::new()),
+        listed => listed.map_err(|e| e.to_string()),
+    }
+}
+
 impl PluginController {
     /// What the controller's caches hold, as [`LiveState`], once they have synced; with what
     /// `new` reads that they do not follow (other child kinds, other related declarations)
@@ -192,16 +206,14 @@ impl PluginController {
         for kind in new.policy.allowed_children(&new.decl) {
             if !cached.contains(&&kind) {
                 let listed = list(client, &kind, &namespaces, &managed, "children").await;
-                children.extend(listed.map_err(|e| e.to_string())?);
+                children.extend(unless_not_served(listed)?);
             }
         }
         for declared in &new.decl.related {
             if !related.iter().any(|(kind, _)| *kind == declared.kind) {
                 let params = ListParams::default();
-                let objects = list(client, &declared.kind, &namespaces, &params, "related")
-                    .await
-                    .map_err(|e| e.to_string())?;
-                related.push((declared.kind.clone(), objects));
+                let listed = list(client, &declared.kind, &namespaces, &params, "related").await;
+                related.push((declared.kind.clone(), unless_not_served(listed)?));
             }
         }
         Ok(LiveState::new(parents, children, related))

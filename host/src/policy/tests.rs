@@ -931,6 +931,18 @@ fn the_rollout_rules_resolve_field_by_field_and_refuse_a_share_out_of_range() {
         &invalid("defaults:\n  rollout: {canaryPercent: 0}\n"),
         &["defaults.rollout.canaryPercent", "from 1 to 100"],
     );
+    let selected = policy(
+        "defaults:\n  rollout: {strategy: Canary}\nplugins:\n  x:\n    rollout: {canarySelector: tier=canary}\n",
+    );
+    assert_eq!(
+        selected.rules("x").rollout_canary_selector.as_deref(),
+        Some("tier=canary")
+    );
+    assert_eq!(selected.rules("y").rollout_canary_selector, None);
+    assert_contains(
+        &invalid("defaults:\n  rollout: {canarySelector: 'tier in (a'}\n"),
+        &["defaults.rollout.canarySelector", "label selector"],
+    );
 }
 
 #[test]

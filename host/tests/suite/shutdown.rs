@@ -47,6 +47,7 @@ async fn stop_against_a_hung_api_server(install_crds: bool) -> Duration {
             leadership: operator_host::leader::Leadership::unelected(),
             shard: None,
             record: None,
+            canary_failed: Default::default(),
         },
         policy: Arc::new(Policy::default()),
         leader_election: None,

@@ -7,12 +7,12 @@
 //! promotes it by hand, before its analysis ends. A release that adds a child kind (a
 //! PodDisruptionBudget), which needs a new controller rather than a swap, has its canary too:
 //! the canary parents read what the running controller does not watch from the API server,
-//! and the new controller comes with the promotion.
+//! and the new controller comes with the promotion. A `canarySelector` names the canary
+//! parents by their labels.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::ResourceExt;
@@ -21,35 +21,17 @@ use operator_host::policy::Policy;
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::host::{Host, plugin_path, publish};
 use operator_host_tests::memcached::{
-    VARIANT_ANNOTATION, all_reconciled, create, managed_children, memcached_resource,
+    all_reconciled, create, managed_children, memcached_resource, on_v2,
 };
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const PARENTS: usize = 4;
 
-/// Whether each parent's Deployment carries v2's annotation, by parent.
-async fn annotated(ns: &TestNamespace) -> BTreeMap<String, bool> {
-    let params = ListParams::default().labels("operator-host.dev/plugin=memcached");
-    ns.api::<Deployment>()
-        .list(&params)
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|d| {
-            (
-                d.name_any(),
-                d.annotations().contains_key(VARIANT_ANNOTATION),
-            )
-        })
-        .collect()
-}
-
 /// Waits until exactly `count` parents' Deployments carry v2's annotation; returns which do.
 async fn wait_for_parents_on_v2(ns: &TestNamespace, count: usize) -> BTreeMap<String, bool> {
     wait_for(&format!("{count} parents on v2"), TIMEOUT, || async {
-        let now = annotated(ns).await;
+        let now = on_v2(ns).await;
         Ok((now.values().filter(|on_v2| **on_v2).count() == count).then_some(now))
     })
     .await
@@ -118,16 +100,36 @@ async fn a_canary_serves_part_of_the_parents_first_and_a_failing_one_is_rolled_b
     )
     .await;
 
-    // The good release: half the parents first.
-    publish(&plugin_path("test-plugins", "memcached-v2"), &file);
+    // The good release: half the parents first, counted apart in the metrics.
+    let v2 = plugin_path("test-plugins", "memcached-v2");
+    let v2_hash = operator_host::plugin::Plugin::load(&operator_host_tests::host::runtime(), &v2)
+        .unwrap()
+        .decl
+        .content_hash;
+    let of_v2 = |labels: &str| labels.contains(&format!("sha256=\"{v2_hash}\""));
+    publish(&v2, &file);
     let split = wait_for_parents_on_v2(&ns, PARENTS / 2).await;
     assert_eq!(
         host.reloads("replaced"),
         0,
         "promoted before its analysis: {split:?}"
     );
+    assert_eq!(
+        host.counter("operator_host_canary_parents", of_v2),
+        PARENTS as u64 / 2
+    );
     wait_for_parents_on_v2(&ns, PARENTS).await;
     assert_eq!(host.reloads("replaced"), 1);
+    assert_eq!(host.counter("operator_host_canary_parents", of_v2), 0);
+    assert!(
+        host.counter("operator_host_version_reconciles_total", |labels| of_v2(
+            labels
+        )
+            && labels.contains("result=\"success\""))
+            >= PARENTS as u64,
+        "{}",
+        host.counter("operator_host_version_reconciles_total", of_v2)
+    );
     let children = managed_children(&ns, "").await.0;
     assert_eq!(children.len(), 2 * PARENTS);
 
@@ -152,7 +154,7 @@ async fn a_canary_serves_part_of_the_parents_first_and_a_failing_one_is_rolled_b
     assert_eq!(host.prunes().0, 0);
     // Every parent is v2's again: Reconciled=True by v2, and v2's annotation everywhere.
     all_reconciled(&parents, PARENTS, TIMEOUT).await.unwrap();
-    assert!(annotated(&ns).await.values().all(|on_v2| *on_v2));
+    assert!(on_v2(&ns).await.values().all(|v2| *v2));
     // Not tried again while the file holds the same content.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(host.reloads("rejected"), rejected + 1);
@@ -252,6 +254,37 @@ async fn a_release_that_adds_a_child_kind_serves_its_canary_first_then_restarts(
             ("Memcached", Some(true))
         );
     }
+    host.stop().await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_canary_selector_names_the_canary_parents() {
+    let Setup {
+        ns,
+        _dir,
+        file,
+        host,
+        parents,
+    } = Setup::new(
+        "canary-selector",
+        "{strategy: Canary, canarySelector: tier=canary, analysisSeconds: 3}",
+    )
+    .await;
+    parents
+        .patch(
+            "m-2",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {"tier": "canary"}}})),
+        )
+        .await
+        .unwrap();
+    publish(&plugin_path("test-plugins", "memcached-v2"), &file);
+    let split = wait_for_parents_on_v2(&ns, 1).await;
+    assert_eq!(split.get("m-2"), Some(&true), "{split:?}");
+    assert_eq!(host.reloads("replaced"), 0);
+    wait_for_parents_on_v2(&ns, PARENTS).await;
+    assert_eq!(host.reloads("replaced"), 1);
     host.stop().await;
     ns.cleanup().await.unwrap();
 }

@@ -9,6 +9,10 @@
 //! never moves a parent back to a replica it left in this test). With the handshake disabled
 //! (`OPERATOR_HOST_UNSAFE_SKIP_DRAIN=1` in the environment of a fault-injection build), the
 //! same check fails: the old owner still writes after the new owner has started.
+//!
+//! A canary rollout on sharded replicas: every replica serves the one split, whichever shard
+//! holds a parent, and the split survives a leader change that moves the leader's parents to
+//! the replica left.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -16,9 +20,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
+use operator_host::plugin::Plugin;
 use operator_host::shard::{DRAIN_LABEL, SHARD_LABEL};
 use operator_host_tests::devcluster::wait_for;
 use operator_host_tests::election::{CONVERGE, Candidate, Election, LEASE};
+use operator_host_tests::host::{plugin_path, publish, runtime};
+use operator_host_tests::memcached::on_v2;
 use operator_host_tests::oracle::all_converge;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
@@ -52,10 +59,12 @@ fn shares(shards: &BTreeMap<String, String>) -> BTreeMap<String, usize> {
     shares
 }
 
-/// Waits until every parent is assigned to one of `live`, none is draining, and each of
-/// `live` holds at least `least`; returns the assignment, or what it was at the deadline.
+/// Waits until every one of the `parents` parents is assigned to one of `live`, none is
+/// draining, and each of `live` holds at least `least`; returns the assignment, or what it
+/// was at the deadline.
 async fn settled(
     election: &Election,
+    parents: usize,
     live: &[&str],
     least: usize,
     bound: Duration,
@@ -68,7 +77,7 @@ async fn settled(
             tokio::time::sleep(Duration::from_millis(400)).await;
             let (shards, draining) = assignments(election).await;
             let shares = shares(&shards);
-            let done = shards.len() == CRS
+            let done = shards.len() == parents
                 && draining.is_empty()
                 && shards.values().all(|s| live.contains(&s.as_str()))
                 && live
@@ -80,15 +89,15 @@ async fn settled(
     .await;
     match outcome {
         Ok(shards) => Ok(shards),
-        Err(e) => Err(format!("{e}: {}", describe(election).await)),
+        Err(e) => Err(format!("{e}: {}", describe(election, parents).await)),
     }
 }
 
 /// What the shards hold and how many parents are draining, for a failure message.
-async fn describe(election: &Election) -> String {
+async fn describe(election: &Election, parents: usize) -> String {
     let (shards, draining) = assignments(election).await;
     format!(
-        "{} of {CRS} parents assigned, shares {:?}, {} draining (e.g. {:?})",
+        "{} of {parents} parents assigned, shares {:?}, {} draining (e.g. {:?})",
         shards.len(),
         shares(&shards),
         draining.len(),
@@ -201,6 +210,7 @@ async fn three_replicas_share_300_parents_and_a_killed_or_added_replica_moves_th
         .await;
     let shards = settled(
         &election,
+        CRS,
         &["host-a", "host-b", "host-c"],
         CRS / 6,
         Duration::from_secs(30),
@@ -266,6 +276,7 @@ async fn three_replicas_share_300_parents_and_a_killed_or_added_replica_moves_th
     );
     settled(
         &election,
+        CRS,
         &["host-a", "host-b"],
         CRS / 4,
         Duration::from_secs(10),
@@ -283,6 +294,7 @@ async fn three_replicas_share_300_parents_and_a_killed_or_added_replica_moves_th
     replicas.push(joined);
     let shards = settled(
         &election,
+        CRS,
         &["host-a", "host-b", "host-d"],
         CRS / 6,
         Duration::from_secs(60),
@@ -316,5 +328,107 @@ async fn three_replicas_share_300_parents_and_a_killed_or_added_replica_moves_th
     for replica in replicas {
         replica.host.kill().await;
     }
+    election.ns.cleanup().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_split_is_one_across_shards_and_survives_a_leader_change() {
+    const PARENTS: usize = 10;
+    let election = Election::new(BINARY, "shard-canary").await;
+    let plugins = election.v1.path();
+    let policy = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        policy.path(),
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  rollout: \
+         {strategy: Canary, canaryPercent: 50, analysisSeconds: 3600}\n",
+    )
+    .unwrap();
+    let args = ["--shard", "--policy", policy.path().to_str().unwrap()];
+    let mut replicas = Vec::new();
+    for name in ["host-a", "host-b"] {
+        let mut replica = election.candidate_with(name, plugins, &args).await;
+        wait_ready(&mut replica).await;
+        replicas.push(replica);
+    }
+    let names = election.create_many(0, PARENTS, 1).await;
+    election
+        .converge(&election.plugin, &names, "the parents over 2 shards")
+        .await;
+    let shards = settled(
+        &election,
+        PARENTS,
+        &["host-a", "host-b"],
+        1,
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap_or_else(|e| fail(&replicas, e));
+    let mut leader = None;
+    for (index, replica) in replicas.iter().enumerate() {
+        if replica.role().await.starts_with("ready: leader") {
+            leader = Some(index);
+        }
+    }
+    let leader = leader.unwrap_or_else(|| fail(&replicas, "no replica leads".into()));
+
+    // v2 lands in the directory both replicas serve: half the parents, the same half
+    // whichever shard holds them.
+    let v2 = plugin_path("test-plugins", "memcached-v2");
+    let file = plugins.join("memcached.wasm");
+    publish(&v2, &file);
+    let split = wait_for("the canary split", CONVERGE, || async {
+        let now = on_v2(&election.ns).await;
+        let canary = now.values().filter(|v2| **v2).count();
+        Ok((now.len() == PARENTS && canary == PARENTS / 2).then_some(now))
+    })
+    .await
+    .unwrap_or_else(|e| fail(&replicas, e.to_string()));
+    let mut canary_by_shard: BTreeMap<&str, usize> = BTreeMap::new();
+    for (name, _) in split.iter().filter(|(_, v2)| **v2) {
+        *canary_by_shard.entry(shards[name].as_str()).or_default() += 1;
+    }
+    println!("sharding: canary parents by shard {canary_by_shard:?}");
+
+    // The leader goes: the replica left leads, holds every parent, and serves the same split.
+    let mut gone = replicas.remove(leader);
+    let left = replicas[0].name.clone();
+    gone.host.signal("KILL");
+    gone.host.exited(Duration::from_secs(5)).await;
+    let deployments: Api<Deployment> = Api::namespaced(election.ns.client(), election.ns.name());
+    wait_for(
+        "every parent moved to the replica left and reconciled by it",
+        LEASE + Duration::from_secs(60),
+        || async {
+            let (shards, _) = assignments(&election).await;
+            let listed = deployments.list_metadata(&ListParams::default()).await?;
+            let moved = shards.len() == PARENTS && shards.values().all(|s| *s == left);
+            let reconciled = listed
+                .items
+                .iter()
+                .all(|d| d.labels().get(SHARD_LABEL) == Some(&left));
+            Ok((moved && reconciled && listed.items.len() == PARENTS).then_some(()))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| fail(&replicas, e.to_string()));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        on_v2(&election.ns).await,
+        split,
+        "the split changed when the leader's parents moved"
+    );
+
+    // Approved, the canary is promoted: every parent on v2.
+    let hash = Plugin::load(&runtime(), &v2).unwrap().decl.content_hash;
+    std::fs::write(format!("{}.approved", file.display()), hash).unwrap();
+    wait_for("every parent on v2", CONVERGE, || async {
+        Ok(on_v2(&election.ns)
+            .await
+            .values()
+            .all(|v2| *v2)
+            .then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| fail(&replicas, e.to_string()));
     election.ns.cleanup().await.unwrap();
 }

@@ -28,7 +28,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
 use super::{ChildCache, PluginContext, api_for};
-use crate::metrics::{PluginLabels, ResultLabels, WriteLabels};
+use crate::metrics::{PluginLabels, ResultLabels, VersionResultLabels, WriteLabels};
 use crate::plan::{self, Plan, PlanError};
 use crate::plugin::{KindRef, Plugin};
 use finalizer::DeletionStep;
@@ -246,6 +246,14 @@ pub async fn reconcile(
         Err(error) => error.reason().to_string(),
     };
     ctx.metrics
+        .version_reconciles
+        .get_or_create(&VersionResultLabels {
+            plugin: labels.plugin.clone(),
+            sha256: plugin.decl.content_hash.clone(),
+            result: result_label.clone(),
+        })
+        .inc();
+    ctx.metrics
         .reconciles
         .get_or_create(&ResultLabels {
             plugin: labels.plugin,
@@ -253,13 +261,13 @@ pub async fn reconcile(
         })
         .inc();
     if let Some(canary) = &canary {
-        let outcome = match &result {
-            Err(Error::StaleParent { .. } | Error::ShuttingDown) => None,
-            Ok(_) => Some(Ok(())),
-            Err(error) => Some(Err(format!("{}: {error}", error.reason()))),
-        };
-        if let Some(outcome) = outcome {
-            ctx.canary.record(&key, &canary.decl.content_hash, outcome);
+        match &result {
+            Ok(_) | Err(Error::StaleParent { .. } | Error::ShuttingDown) => {}
+            Err(error) => {
+                let reason = format!("{}: {error}", error.reason());
+                ctx.canary
+                    .record_failure(&key, &canary.decl.content_hash, &reason);
+            }
         }
     }
     match &result {
