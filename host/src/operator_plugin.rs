@@ -15,8 +15,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Client, CustomResource, CustomResourceExt, ResourceExt};
+use kube::{Client, CustomResource, CustomResourceExt, Resource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -1042,6 +1043,7 @@ async fn write_status(
     }
     let api: Api<OperatorPlugin> = Api::all(config.client.clone());
     let name = resource.name_any();
+    let events = rollout_events(previous, &status);
     api.patch_status(
         &name,
         &PatchParams {
@@ -1056,12 +1058,139 @@ async fn write_status(
     )
     .await
     .map_err(|source| Error::WriteStatus { name, source })?;
+    if events.is_empty() {
+        return Ok(());
+    }
+    let recorder = Recorder::new(
+        config.client.clone(),
+        Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        },
+    );
+    let reference = resource.object_ref(&());
+    for (type_, reason, note) in events {
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Rollout".into(),
+            secondary: None,
+        };
+        if let Err(error) = recorder.publish(&event, &reference).await {
+            tracing::debug!(%error, "cannot publish an event on the OperatorPlugin");
+        }
+    }
     Ok(())
+}
+
+/// The events a status change is worth, as `kubectl describe operatorplugin` shows them: a
+/// version held, a canary started, promoted or rolled back.
+fn rollout_events(
+    previous: &OperatorPluginStatus,
+    now: &OperatorPluginStatus,
+) -> Vec<(EventType, &'static str, String)> {
+    let condition = |status: &OperatorPluginStatus, kind: &str| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == kind && c.status == "True")
+            .map(|c| c.message.clone())
+    };
+    let digest = now.digest.as_deref().unwrap_or("the new version");
+    let same_digest = previous.digest == now.digest;
+    let mut events = Vec::new();
+    for (kind, type_, reason) in [
+        ("RolloutHeld", EventType::Warning, "RolloutHeld"),
+        ("RolloutProgressing", EventType::Normal, "CanaryStarted"),
+        ("RolledBack", EventType::Warning, "RolledBack"),
+    ] {
+        if let Some(message) = condition(now, kind)
+            && (condition(previous, kind).is_none() || !same_digest)
+        {
+            events.push((type_, reason, format!("{digest}: {message}")));
+        }
+    }
+    if condition(previous, "RolloutProgressing").is_some()
+        && condition(now, "RolloutProgressing").is_none()
+        && condition(now, "Serving").is_some()
+        && same_digest
+    {
+        let serving = condition(now, "Serving").unwrap_or_default();
+        events.push((
+            EventType::Normal,
+            "CanaryPromoted",
+            format!("{digest}: {serving}"),
+        ));
+    }
+    events
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A status serving `digest` with these conditions (`type`, `status`, `message`).
+    fn status_of(digest: &str, conditions: &[(&str, &str, &str)]) -> OperatorPluginStatus {
+        let mut status = OperatorPluginStatus {
+            digest: Some(digest.into()),
+            ..OperatorPluginStatus::default()
+        };
+        for (kind, value, message) in conditions {
+            set_condition(&mut status, kind, value, kind, message);
+        }
+        status
+    }
+
+    #[test]
+    fn rollout_conditions_that_turn_true_are_events_once() {
+        let reasons = |previous, now| -> Vec<&'static str> {
+            rollout_events(previous, now)
+                .into_iter()
+                .map(|(_, reason, _)| reason)
+                .collect()
+        };
+        let serving = status_of("sha256:v1", &[("Serving", "True", "serving memcached")]);
+        let canary = status_of(
+            "sha256:v2",
+            &[
+                ("Serving", "False", "canary"),
+                ("RolloutProgressing", "True", "1 of 2"),
+            ],
+        );
+        assert_eq!(reasons(&serving, &canary), ["CanaryStarted"]);
+        // The same condition again (its message moving on) is no new event.
+        let further = status_of(
+            "sha256:v2",
+            &[
+                ("Serving", "False", "canary"),
+                ("RolloutProgressing", "True", "2 of 2"),
+            ],
+        );
+        assert!(reasons(&canary, &further).is_empty());
+        let promoted = status_of(
+            "sha256:v2",
+            &[
+                ("Serving", "True", "serving memcached"),
+                ("RolloutProgressing", "False", "no version"),
+            ],
+        );
+        assert_eq!(reasons(&further, &promoted), ["CanaryPromoted"]);
+        let rolled_back = status_of(
+            "sha256:v3",
+            &[
+                ("Serving", "False", "rolled back"),
+                ("RolledBack", "True", "ns/m-0: PruneHeld"),
+            ],
+        );
+        let events = rollout_events(&promoted, &rolled_back);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].0, EventType::Warning);
+        assert!(events[0].2.contains("sha256:v3") && events[0].2.contains("PruneHeld"));
+        let held = status_of("sha256:v4", &[("RolloutHeld", "True", "would delete 8")]);
+        assert_eq!(reasons(&promoted, &held), ["RolloutHeld"]);
+        assert!(reasons(&held, &held).is_empty());
+    }
 
     #[test]
     fn the_crd_is_cluster_scoped_with_the_columns_kubectl_shows() {

@@ -4,7 +4,8 @@
 //! outage, and after a restart during the outage serves what it pulled before. A release whose
 //! plans would delete workloads is held before serving (`RolloutHeld`) until the resource's
 //! annotation approves its digest; `operator-host rollback` goes back to the digest before. A
-//! canary (`spec.policy.rollout`) says how far it is and when it was rolled back.
+//! canary (`spec.policy.rollout`) says how far it is and when it was rolled back; each of
+//! these is an event on the resource too.
 //!
 //! Signatures: an artifact serves only if a cosign signature verifies with the keys given;
 //! unsigned, signed by another key, or carrying a signature copied from another artifact, it is
@@ -23,7 +24,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use operator_host::plugin::Plugin;
 use operator_host_tests::devcluster::{TestNamespace, wait_for};
 use operator_host_tests::election::plugin_dir;
@@ -83,6 +84,28 @@ async fn wait_for_status(
     })
     .await
     .unwrap_or_else(|e| panic!("{when}: {e}; the status: {}", last.lock().unwrap()))
+}
+
+/// Waits until OperatorPlugin `name` has an event of `reason` whose message names `digest`
+/// (events of a cluster-scoped object are kept in `default`).
+async fn wait_for_event(ns: &TestNamespace, name: &str, reason: &str, digest: &str) {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(ns.client(), "default");
+    let fields =
+        format!("involvedObject.kind=OperatorPlugin,involvedObject.name={name},reason={reason}");
+    wait_for(
+        &format!("the {reason} event of {digest}"),
+        BOUND,
+        || async {
+            let listed = events.list(&ListParams::default().fields(&fields)).await?;
+            let found = listed
+                .items
+                .iter()
+                .any(|event| event.message.as_deref().is_some_and(|m| m.contains(digest)));
+            Ok(found.then_some(()))
+        },
+    )
+    .await
+    .unwrap();
 }
 
 /// Merge-patches `spec` into the memcached OperatorPlugin's spec.
@@ -323,6 +346,7 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
     })
     .await;
     assert_eq!(condition_of(&status, "Serving")["reason"], "RolloutHeld");
+    wait_for_event(&ns, "memcached", "RolloutHeld", &buggy_digest).await;
     let held = condition_of(&status, "RolloutHeld")["message"].to_string();
     assert!(
         held.contains("Deployment 5, Service 5") && held.contains("approve-rollout"),
@@ -385,6 +409,8 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
         condition(&status, "RolloutProgressing").as_deref(),
         Some("False")
     );
+    wait_for_event(&ns, "memcached", "CanaryStarted", &v2_digest).await;
+    wait_for_event(&ns, "memcached", "CanaryPromoted", &v2_digest).await;
     all_converge(&oracle(&plugin_v2), &names, BOUND)
         .await
         .unwrap();
@@ -407,6 +433,7 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
     assert_eq!(condition_of(&status, "Serving")["reason"], "RolledBack");
     let rolled_back = condition_of(&status, "RolledBack")["message"].to_string();
     assert!(rolled_back.contains("PruneHeld"), "{rolled_back}");
+    wait_for_event(&ns, "memcached", "RolledBack", &buggy_again).await;
     all_converge(&oracle(&plugin_v2), &names, BOUND)
         .await
         .unwrap();
