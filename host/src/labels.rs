@@ -5,6 +5,20 @@ use std::collections::BTreeSet;
 
 use kube::core::{Expression, Selector};
 
+/// The labels of an object as JSON (values that are not strings left out), as a selector
+/// matches them.
+pub fn of_object(object: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    object["metadata"]["labels"]
+        .as_object()
+        .map(|labels| {
+            labels
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Parses the label selector syntax of the Kubernetes API (`k8s.io/apimachinery/pkg/labels`):
 /// requirements separated by commas, each `key`, `!key`, `key=value`, `key==value`,
 /// `key!=value`, `key in (v1,v2)` or `key notin (v1,v2)`. The numeric `>`/`<` of that syntax

@@ -80,16 +80,7 @@ pub fn refers_to(related: &Related, parent: &Value, object: &Value) -> bool {
             let Ok(selector) = crate::labels::parse(text) else {
                 return false; // refused at load; nothing is related to a selector that fails
             };
-            let labels = object["metadata"]["labels"]
-                .as_object()
-                .map(|labels| {
-                    labels
-                        .iter()
-                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                        .collect()
-                })
-                .unwrap_or_default();
-            selector.matches(&labels)
+            selector.matches(&crate::labels::of_object(object))
         }
     }
 }

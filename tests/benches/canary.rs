@@ -80,15 +80,7 @@ async fn run(n: usize) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let sizes: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let sizes = if sizes.is_empty() {
-        vec![100, 1000]
-    } else {
-        sizes
-    };
+    let sizes = operator_host_tests::bench_sizes(&[100, 1000]);
     println!(
         "canary rollback: memcached v1 -> a release with no children, canaryPercent 10, \
          spec.size = 0, release build"

@@ -84,11 +84,7 @@ async fn run(n: usize) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let sizes: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let sizes = if sizes.is_empty() { vec![1000] } else { sizes };
+    let sizes = operator_host_tests::bench_sizes(&[1000]);
     println!(
         "diff: memcached v2 against v1 over N live parents (spec.size = 0), release build, \
          {CREATES_IN_FLIGHT} creates in flight"

@@ -45,15 +45,7 @@ async fn run(n: usize) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let sizes: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let sizes = if sizes.is_empty() {
-        vec![100, 1000]
-    } else {
-        sizes
-    };
+    let sizes = operator_host_tests::bench_sizes(&[100, 1000]);
     println!(
         "hot swap: memcached v1 -> v2, spec.size = 0, release build, {CREATES_IN_FLIGHT} creates in flight"
     );

@@ -17,3 +17,16 @@ pub mod service_account;
 pub mod squatter;
 pub mod staged;
 pub mod swap_memory;
+
+/// The sizes a benchmark runs at: its whole-number arguments, or `default` without any.
+pub fn bench_sizes(default: &[usize]) -> Vec<usize> {
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    if sizes.is_empty() {
+        default.to_vec()
+    } else {
+        sizes
+    }
+}

@@ -120,19 +120,6 @@ pub enum Share {
     Selector(kube::core::Selector),
 }
 
-/// The labels of a parent as JSON.
-fn labels_of(parent: &Value) -> std::collections::BTreeMap<String, String> {
-    parent["metadata"]["labels"]
-        .as_object()
-        .map(|labels| {
-            labels
-                .iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The canary share of `parents` (`namespace/name` and UID): the `percent` whose UIDs hash
 /// lowest, at least one.
 pub fn choose(parents: &[(String, String)], percent: u32) -> HashSet<String> {
@@ -271,7 +258,7 @@ impl PluginController {
             }
             Share::Selector(selector) => parents
                 .iter()
-                .filter(|parent| selector.matches(&labels_of(parent)))
+                .filter(|parent| selector.matches(&crate::labels::of_object(parent)))
                 .map(key_of)
                 .collect(),
         };
@@ -384,8 +371,9 @@ mod tests {
     fn a_selector_share_reads_the_parents_labels() {
         let parent = serde_json::json!({"metadata": {"labels": {"tier": "canary", "n": "1"}}});
         let selector = crate::labels::parse("tier=canary").unwrap();
-        assert!(selector.matches(&labels_of(&parent)));
-        assert!(!selector.matches(&labels_of(&serde_json::json!({"metadata": {}}))));
+        assert!(selector.matches(&crate::labels::of_object(&parent)));
+        let unlabelled = serde_json::json!({"metadata": {}});
+        assert!(!selector.matches(&crate::labels::of_object(&unlabelled)));
     }
 
     const CANARY: &str = "plugin memcached@0.2.0 (sha256:0123456789ab)";
