@@ -663,6 +663,9 @@ pub fn waiting_status(parent: &Value, mut status: Value, message: &str, now: &st
     status
 }
 
+/// The `Reconciled=False` reason of a parent annotated paused.
+pub const PAUSED: &str = "Paused";
+
 /// The `Reconciled=False` reason of a plan held at a barrier.
 pub const WAITING_FOR_READINESS: &str = "WaitingForReadiness";
 

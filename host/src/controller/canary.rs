@@ -154,7 +154,7 @@ fn reconciled_condition(parent: &Value) -> Option<&Value> {
 }
 
 /// Reasons of a False `Reconciled` that are not failures: a barrier not yet passed, a pause.
-const NOT_FAILURES: [&str; 2] = [plan::WAITING_FOR_READINESS, "Paused"];
+const NOT_FAILURES: [&str; 2] = [plan::WAITING_FOR_READINESS, plan::PAUSED];
 
 impl Split {
     /// The verdict on the canary of version `identity` (as its `Reconciled` messages name it)
@@ -304,19 +304,9 @@ impl PluginController {
     /// Every parent of the plugin's kind the host serves (each controller's namespace, every
     /// shard's), from the API server.
     async fn list_parents(&self) -> Result<Vec<Value>, crate::diff::live::Error> {
-        let Some(context) = self.contexts.first() else {
-            return Ok(Vec::new());
-        };
-        let namespaces: Vec<Option<&str>> = self.scopes.iter().map(Option::as_deref).collect();
         let kind = self.current().decl.parent.clone();
-        crate::diff::live::list(
-            &context.client,
-            &kind,
-            &namespaces,
-            &ListParams::default(),
-            "parents",
-        )
-        .await
+        self.list_served(&kind, &ListParams::default(), "parents")
+            .await
     }
 
     /// Ends the canary under way, if any; its parents are reconciled again by whatever

@@ -488,6 +488,21 @@ impl PluginController {
         }
     }
 
+    /// Every object of `kind` in the namespaces these controllers serve (every shard's), from
+    /// the API server: what the canary and the rollout gate need beyond the caches.
+    async fn list_served(
+        &self,
+        kind: &KindRef,
+        params: &kube::api::ListParams,
+        what: &'static str,
+    ) -> Result<Vec<serde_json::Value>, crate::diff::live::Error> {
+        let Some(context) = self.contexts.first() else {
+            return Ok(Vec::new());
+        };
+        let namespaces: Vec<Option<&str>> = self.scopes.iter().map(Option::as_deref).collect();
+        crate::diff::live::list(&context.client, kind, &namespaces, params, what).await
+    }
+
     /// The version being served.
     pub fn current(&self) -> Arc<Plugin> {
         self.current.load_full()

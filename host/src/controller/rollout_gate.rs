@@ -10,11 +10,9 @@ use serde_json::Value;
 use kube::api::ListParams;
 
 use super::{ChildCache, PluginController, RunError, managed_children_selector};
-use crate::diff::live::list;
 use crate::diff::{LiveState, Report, Version};
 use crate::metrics::PluginLabels;
-use crate::plugin::KindRef;
-use crate::plugin::Plugin;
+use crate::plugin::{KindRef, Plugin};
 use crate::registry::ClusterPlugins;
 use crate::rollout;
 
@@ -193,10 +191,6 @@ impl PluginController {
                 }
             }
         }
-        let Some(client) = self.contexts.first().map(|context| &context.client) else {
-            return Ok(LiveState::new(parents, children, related));
-        };
-        let namespaces: Vec<Option<&str>> = self.scopes.iter().map(Option::as_deref).collect();
         let cached: Vec<&KindRef> = self
             .contexts
             .iter()
@@ -205,14 +199,14 @@ impl PluginController {
         let managed = ListParams::default().labels(&managed_children_selector(&new.decl.name));
         for kind in new.policy.allowed_children(&new.decl) {
             if !cached.contains(&&kind) {
-                let listed = list(client, &kind, &namespaces, &managed, "children").await;
+                let listed = self.list_served(&kind, &managed, "children").await;
                 children.extend(unless_not_served(listed)?);
             }
         }
         for declared in &new.decl.related {
             if !related.iter().any(|(kind, _)| *kind == declared.kind) {
                 let params = ListParams::default();
-                let listed = list(client, &declared.kind, &namespaces, &params, "related").await;
+                let listed = self.list_served(&declared.kind, &params, "related").await;
                 related.push((declared.kind.clone(), unless_not_served(listed)?));
             }
         }

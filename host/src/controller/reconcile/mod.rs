@@ -304,7 +304,7 @@ async fn report_paused(
         .is_some_and(|conditions| {
             conditions
                 .iter()
-                .any(|c| c["type"] == plan::RECONCILED && c["reason"] == "Paused")
+                .any(|c| c["type"] == plan::RECONCILED && c["reason"] == plan::PAUSED)
         });
     if says_paused {
         return Ok(Action::await_change());
@@ -313,7 +313,7 @@ async fn report_paused(
         "paused by the annotation {PAUSED_ANNOTATION}=\"true\": the host writes nothing for \
          this parent, its children or its finalizer until it is removed"
     );
-    let status = plan::failure_status(&parent_json, "Paused", &message, &now_rfc3339());
+    let status = plan::failure_status(&parent_json, plan::PAUSED, &message, &now_rfc3339());
     let api = api_for(
         &ctx.client,
         &plugin.decl.parent,
