@@ -15,9 +15,9 @@ IMAGE_PLUGINS := memcached mysql
 TEST_PLUGINS := hostile wrong-contract squatter staged
 # Builds of the hostile plugin whose declarations lie about a kind (plugins/hostile features).
 HOSTILE_LIES := lie-child-plural lie-related-plural lie-scope
-# Example plugins `make demo` does not serve: plugins/redis, written as a third-party author
-# would with the SDK (checked by the conformance tests).
-EXAMPLE_PLUGINS := redis
+# Example plugins `make demo` does not serve: plugins/redis and plugins/webapp, written as a
+# third-party author would with the SDK (checked by the conformance tests).
+EXAMPLE_PLUGINS := redis webapp
 EXAMPLE_PLUGINS_DIR := target/example-plugins
 # The scale benchmark's plugins: fleet built once per FLEET_INDEX (one directory, served by one
 # host's --plugins), and config-bundle (a directory of its own).
@@ -249,6 +249,10 @@ lint:
 	@# The runtime layer knows nothing of Kubernetes (ARCHITECTURE.md): no such crate below it.
 	@if cargo tree -q -p operator-host-runtime -e normal --prefix none | grep -E '^(kube|k8s-openapi)[ -]'; then \
 		echo "operator-host-runtime depends on a Kubernetes crate (above): the runtime layer must not"; exit 1; fi
+	@# The core is pure (ARCHITECTURE.md): no wasm engine, no kube client or runtime, no HTTP, no
+	@# tokio; nor the contract's types or the authors' testing crate, built on it.
+	@if cargo tree -q -p operator-host-core -p operator-host-contract -p operator-host-testing -e normal --prefix none | grep -E '^(wasmtime|operator-host-runtime|kube-client|kube-runtime|tokio|hyper|oci-client|axum) '; then \
+		echo "the core, the contract or the testing crate depends on a crate above them (above): they must not"; exit 1; fi
 	@unformatted="$$(gofmt -l $(GO_DIRS))"; [ -z "$$unformatted" ] || { echo "gofmt needed: $$unformatted"; exit 1; }
 
 fmt:

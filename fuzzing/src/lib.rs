@@ -16,7 +16,7 @@ pub use input::Case;
 
 /// The plugin every input is plugin output of: Memcached with the kinds the policy treats
 /// specially, the workloads among them.
-pub fn declaration() -> &'static operator_host::plugin::Declaration {
+pub fn declaration() -> &'static operator_host::declaration::Declaration {
     &scenario::DECLARATION
 }
 

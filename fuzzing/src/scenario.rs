@@ -2,7 +2,8 @@
 
 use std::sync::LazyLock;
 
-use operator_host::plugin::{Declaration, KindRef};
+use operator_host::declaration::Declaration;
+use operator_host::kinds::Kind;
 
 pub const PLUGIN: &str = "memcached";
 pub const PARENT_API_VERSION: &str = "cache.example.com/v1alpha1";
@@ -31,8 +32,8 @@ pub const HOST_ONLY_FIELDS: [&str; 6] = [
 /// `secretReferences: parentSpec`.
 pub const PARENT_SPEC_SECRETS: [&str; 2] = ["mc-auth", "mc-tls"];
 
-fn kind_ref(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> KindRef {
-    KindRef {
+fn kind_ref(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Kind {
+    Kind {
         group: group.into(),
         version: version.into(),
         kind: kind.into(),

@@ -6,7 +6,7 @@
 //!   the same JSON glue the guest runs (`operator_host_sdk::__private::reconcile`).
 //! - `reconcile/sandboxed`: `CompiledPlugin::reconcile`, i.e. a fresh `Store` and instance per
 //!   call, the request lowered into and the response lifted out of the guest.
-//! - `reconcile/plan`: `plan::plan`, i.e. the sandboxed call plus output validation and the
+//! - `reconcile/plan`: `Plugin::plan`, i.e. the sandboxed call plus output validation and the
 //!   plan (host labels, owner references, status merge), which is what the controller runs.
 //! - `load/cold_compile` and `load/warm_cache`: `Runtime::load` without a compile cache
 //!   (Cranelift) and from a populated cache (deserialise + `InstancePre`).
@@ -65,9 +65,9 @@ fn host_metadata(child: &mut Value, uid: &str, resource_version: &str) {
     metadata["generation"] = 1.into();
     metadata["creationTimestamp"] = "2026-12-01T09:58:01Z".into();
     let labels = &mut metadata["labels"];
-    labels[operator_host::plan::MANAGED_BY_LABEL] = operator_host::plan::MANAGED_BY.into();
-    labels[operator_host::plan::PLUGIN_LABEL] = "memcached".into();
-    labels[operator_host::plan::PARENT_UID_LABEL] = PARENT_UID.into();
+    labels[operator_host::labels::MANAGED_BY_LABEL] = operator_host::labels::MANAGED_BY.into();
+    labels[operator_host::labels::PLUGIN_LABEL] = "memcached".into();
+    labels[operator_host::labels::PARENT_UID_LABEL] = PARENT_UID.into();
     metadata["ownerReferences"] = json!([{
         "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
         "name": "memcached-sample", "uid": PARENT_UID,
@@ -244,7 +244,8 @@ impl Fixture {
     }
 
     fn plan(&self) -> operator_host::plan::Plan {
-        operator_host::plan::plan(&self.plugin, &self.parent, &self.observed, Vec::new(), NOW)
+        self.plugin
+            .plan(&self.parent, &self.observed, Vec::new(), NOW)
             .expect("plan")
     }
 }

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use crate::plan::{self, PlanError};
 use crate::plugin::Plugin;
 use crate::policy::Policy;
-use crate::render;
-use crate::runtime::{Child, ReconcileError, ReconcileResponse};
+use crate::render::{self, Sample};
+use crate::runtime::{Child, ReconcileError, ReconcileResponse, RelatedObjects};
 
 /// A call that takes more than this share of the call timeout fails the limits check: it
 /// would time out on a busier machine.
@@ -37,6 +37,9 @@ pub struct Check {
 #[derive(Debug, Clone, Default)]
 pub struct Report {
     pub checks: Vec<Check>,
+    /// What the host would apply but the cluster would show as a mistake (a selector that
+    /// takes in another child's pods): printed, not failed.
+    pub warnings: Vec<String>,
 }
 
 impl Report {
@@ -52,15 +55,14 @@ impl Report {
         self.checks.push(Check { name, outcome });
     }
 
-    /// One line per check: `PASS name: detail` or `FAIL name: problem`.
+    /// One line per check: `PASS name: detail` or `FAIL name: problem`; then `WARN warning`.
     pub fn to_text(&self) -> String {
-        self.checks
-            .iter()
-            .map(|check| match &check.outcome {
-                Ok(detail) => format!("PASS {}: {detail}\n", check.name),
-                Err(problem) => format!("FAIL {}: {problem}\n", check.name),
-            })
-            .collect()
+        let checks = self.checks.iter().map(|check| match &check.outcome {
+            Ok(detail) => format!("PASS {}: {detail}\n", check.name),
+            Err(problem) => format!("FAIL {}: {problem}\n", check.name),
+        });
+        let warnings = self.warnings.iter().map(|w| format!("WARN {w}\n"));
+        checks.chain(warnings).collect()
     }
 }
 
@@ -88,9 +90,10 @@ impl Answer {
     }
 }
 
-/// Checks `plugin` with the sample custom resources `parents` (of its parent kind) under
-/// `policy`.
-pub fn check(plugin: &Plugin, parents: &[Value], policy: &Policy) -> Report {
+/// Checks `plugin` with the sample custom resources of `sample` (with its other documents as
+/// the cluster's objects, as `render` reads them) under `policy`. Samples must be valid CRs:
+/// each one's answer is checked as the host would apply it.
+pub fn check(plugin: &Plugin, sample: &Sample, policy: &Policy) -> Report {
     let mut report = Report::default();
     let decl = &plugin.decl;
     report.record(
@@ -120,15 +123,15 @@ pub fn check(plugin: &Plugin, parents: &[Value], policy: &Policy) -> Report {
     let timeout = plugin.compiled.limits().call_timeout;
     let mut slowest = Duration::ZERO;
     let mut timed_call = |parent: &Value| {
+        let related = sample.related_to(plugin, parent);
         let started = Instant::now();
-        let answer = call(plugin, parent);
+        let answer = call(plugin, parent, related);
         slowest = slowest.max(started.elapsed());
         answer
     };
 
-    for parent in parents {
-        let mut parent = parent.clone();
-        render::default_namespace(&mut parent);
+    for parent in &sample.parents {
+        let parent = parent.clone();
         let id = render::identity(&parent);
         let first = timed_call(&parent);
         let second = timed_call(&parent);
@@ -162,10 +165,14 @@ pub fn check(plugin: &Plugin, parents: &[Value], policy: &Policy) -> Report {
                 ))
             },
         );
-        report.record(
-            format!("answer accepted {id}"),
-            accepted(plugin, &parent, &first, policy),
-        );
+        let accepted = accepted(plugin, &parent, &first, policy).map(|(detail, warnings)| {
+            let id = &id;
+            report
+                .warnings
+                .extend(warnings.into_iter().map(|w| format!("{id}: {w}")));
+            detail
+        });
+        report.record(format!("answer accepted {id}"), accepted);
         for (what, invalid) in invalid_specs(plugin, &parent) {
             report.record(
                 format!("invalid spec refused {id} ({what})"),
@@ -173,7 +180,7 @@ pub fn check(plugin: &Plugin, parents: &[Value], policy: &Policy) -> Report {
             );
         }
     }
-    if parents.is_empty() {
+    if sample.parents.is_empty() {
         // Without samples, a bare parent still shows whether invalid specs are refused.
         let bare = json!({
             "apiVersion": decl.parent.api_version(),
@@ -224,9 +231,9 @@ fn name(parent: &Value) -> &str {
     parent["metadata"]["name"].as_str().unwrap_or("")
 }
 
-/// One `reconcile` of `parent`, as the host calls it.
-fn call(plugin: &Plugin, parent: &Value) -> Answer {
-    let (request, seed) = plan::request("reconcile", parent, &[], Vec::new());
+/// One `reconcile` of `parent` with its `related` objects, as the host calls it.
+fn call(plugin: &Plugin, parent: &Value, related: Vec<RelatedObjects>) -> Answer {
+    let (request, seed) = plan::request("reconcile", parent, &[], related);
     match plugin
         .compiled
         .reconcile_seeded(&request, &seed, "conformance")
@@ -246,13 +253,14 @@ fn call(plugin: &Plugin, parent: &Value) -> Answer {
     }
 }
 
-/// Whether the host would apply `answer` for `parent`: its validation and the policy.
+/// Whether the host would apply `answer` for `parent` (its validation and the policy), and
+/// the plan's selector warnings.
 fn accepted(
     plugin: &Plugin,
     parent: &Value,
     answer: &Answer,
     policy: &Policy,
-) -> Result<String, String> {
+) -> Result<(String, Vec<String>), String> {
     let Answer::Response {
         children,
         status,
@@ -260,7 +268,9 @@ fn accepted(
     } = answer
     else {
         return Err(format!(
-            "a valid sample should reconcile, got {}",
+            "a sample must be a valid {} that reconciles (with the other documents of the \
+             files as the cluster's objects), got {}",
+            plugin.decl.parent,
             answer.describe()
         ));
     };
@@ -274,11 +284,13 @@ fn accepted(
     policy
         .check(&plugin.decl, parent, &plan)
         .map_err(|violation| PlanError::from(violation).to_string())?;
-    Ok(format!(
+    let warnings = crate::selectors::overlaps(plan.objects());
+    let detail = format!(
         "{} children in {}, valid and within the policy",
         plan.apply.len(),
         parent["metadata"]["namespace"].as_str().unwrap_or("")
-    ))
+    );
+    Ok((detail, warnings))
 }
 
 /// Variants of `parent` whose spec the CRD's schema refuses: a spec that is not an object,

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use crate::signature::sha256_digest;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 /// The config media type of a Wasm artifact (CNCF TAG Runtime Wasm OCI artifact layout).
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -208,11 +208,6 @@ pub struct Pulled {
     pub bytes: Vec<u8>,
     pub digest: String,
     pub annotations: BTreeMap<String, String>,
-}
-
-/// `sha256:<hex>` of `bytes`.
-pub fn sha256_digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
 /// A client for `reference`'s registry and the credentials to send it.

@@ -22,10 +22,21 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::controller::FIELD_MANAGER;
+use crate::labels::FIELD_MANAGER;
 use crate::leader::Leadership;
 use crate::oci::{self, Access, Credentials};
 use crate::registry::{ClusterOffer, ClusterPlugins, Outcome};
+
+/// What `operator-host rbac` grants a host that reads OperatorPlugins (`run
+/// --plugins-from-cluster`) whose pull Secrets are in `namespace`.
+pub fn rbac_grants(namespace: String) -> crate::rbac::ClusterPlugins {
+    let crd = <OperatorPlugin as kube::CustomResourceExt>::crd();
+    crate::rbac::ClusterPlugins {
+        namespace,
+        group: crd.spec.group,
+        plural: crd.spec.names.plural,
+    }
+}
 
 /// How often a tag is resolved again unless the resource says otherwise.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
@@ -48,7 +59,8 @@ const WITHDRAW_TIMEOUT: Duration = Duration::from_millis(1500);
     status = "OperatorPluginStatus",
     shortname = "oplugin",
     printcolumn = r#"{"name":"Digest","type":"string","jsonPath":".status.shortDigest"}"#,
-    printcolumn = r#"{"name":"Serving","type":"string","jsonPath":".status.conditions[?(@.type==\"Serving\")].status"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.version"}"#,
+    printcolumn = r#"{"name":"Serving","type":"string","jsonPath":".status.conditions[?(@.type==\"Serving\")].reason"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -831,7 +843,7 @@ fn offer(
 ) {
     let name = resource.name_any();
     let name = name.as_str();
-    let content_hash = oci::sha256_digest(&fetched.bytes);
+    let content_hash = crate::signature::sha256_digest(&fetched.bytes);
     config.cluster.offer(
         name,
         ClusterOffer {
@@ -840,7 +852,7 @@ fn offer(
             policy: resource.spec.policy.clone(),
             approval: resource
                 .annotations()
-                .get(crate::rollout::APPROVE_ANNOTATION)
+                .get(crate::labels::APPROVE_ANNOTATION)
                 .cloned(),
         },
     );
@@ -1202,7 +1214,17 @@ mod tests {
             .flatten()
             .map(|c| c.name.clone())
             .collect();
-        assert_eq!(columns, ["Digest", "Serving", "Age"]);
+        assert_eq!(columns, ["Digest", "Version", "Serving", "Age"]);
+        // What serves, not True/False: the Serving condition's reason (Serving, Canary,
+        // RolloutHeld, RolledBack, Rejected, Loading).
+        let serving = &crd.spec.versions[0]
+            .additional_printer_columns
+            .as_ref()
+            .unwrap()[2];
+        assert_eq!(
+            serving.json_path,
+            ".status.conditions[?(@.type==\"Serving\")].reason"
+        );
     }
 
     #[test]

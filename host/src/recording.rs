@@ -60,7 +60,11 @@ pub struct RelatedRecord {
 
 impl Recording {
     /// The recording of a reconcile of `inputs` by the plugin `decl` at `now`.
-    pub fn of(decl: &crate::plugin::Declaration, inputs: &ParentInputs, now: &str) -> Recording {
+    pub fn of(
+        decl: &crate::declaration::Declaration,
+        inputs: &ParentInputs,
+        now: &str,
+    ) -> Recording {
         let without_secret_data = |object: &Value| {
             let mut object = object.clone();
             if object["kind"] == "Secret" && object["apiVersion"] == "v1" {
@@ -248,7 +252,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn decl() -> crate::plugin::Declaration {
+    fn decl() -> crate::declaration::Declaration {
         crate::test_support::memcached_declaration(Vec::new())
     }
 

@@ -1,6 +1,6 @@
 //! Offline rendering: the CRs of a YAML stream through a plugin, printed as a YAML stream for `kubectl apply -f -`.
 //!
-//! Rendering calls the same [`plan`](crate::plan::plan) as the controller; the only
+//! Rendering calls the same [`Plugin::plan`](crate::plugin::Plugin::plan) as the controller; the only
 //! difference is that a parent read from a file has no UID, so children carry no owner
 //! reference and nothing is pruned.
 
@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::plan::{self, Plan, PlanError};
+use crate::plan::{Plan, PlanError};
 use crate::plugin::Plugin;
 use crate::policy::Policy;
+use crate::runtime::RelatedObjects;
 
 /// Why a CR could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -63,59 +64,97 @@ pub struct Rendered {
     /// The plan of each custom resource of the plugin's kind, in file order, with the
     /// parent's `namespace/name`.
     pub plans: Vec<(String, Plan)>,
-    /// `apiVersion kind name` of the documents of other kinds, which were not rendered.
-    pub skipped: Vec<String>,
+    /// The notes on the documents of other kinds, not rendered ([`Sample::notes`]).
+    pub notes: Vec<String>,
+    /// Mistakes the API server accepts but the cluster would show: a selector that takes in
+    /// another child's pods ([`crate::selectors::overlaps`]).
+    pub warnings: Vec<String>,
+}
+
+/// Sample files read as `render`, `conformance` and the authors' testing crate read them: the
+/// custom resources of the plugin's kind, and every other document as an object of the
+/// cluster (what the plugin's related declarations choose from, as `run` chooses from the API
+/// server's). A document without a namespace is in `default`, where `kubectl apply` puts it.
+#[derive(Debug, Default)]
+pub struct Sample {
+    /// The custom resources of the plugin's kind, in file order.
+    pub parents: Vec<Value>,
+    /// The other documents.
+    pub others: Vec<Value>,
+    /// For each of `others`, the file it came from and `apiVersion kind "name"`.
+    others_described: Vec<(PathBuf, String)>,
+}
+
+impl Sample {
+    /// The documents of `paths`, split by whether they are of `plugin`'s parent kind.
+    pub fn read<P: AsRef<Path>>(plugin: &Plugin, paths: &[P]) -> Result<Self, Error> {
+        let mut sample = Sample::default();
+        for path in paths {
+            let path = path.as_ref();
+            for mut document in read_yaml_documents(path)? {
+                crate::related::default_namespace(&mut document);
+                if plugin.decl.parent.matches(&document) {
+                    sample.parents.push(document);
+                } else {
+                    let described = format!(
+                        "{} {} {:?}",
+                        document["apiVersion"].as_str().unwrap_or("(no apiVersion)"),
+                        document["kind"].as_str().unwrap_or("(no kind)"),
+                        document["metadata"]["name"].as_str().unwrap_or("")
+                    );
+                    sample
+                        .others_described
+                        .push((path.to_path_buf(), described));
+                    sample.others.push(document);
+                }
+            }
+        }
+        Ok(sample)
+    }
+
+    /// The related objects of `parent`, chosen from the sample's other documents.
+    pub fn related_to(&self, plugin: &Plugin, parent: &Value) -> Vec<RelatedObjects> {
+        crate::related::objects_for(&plugin.decl.related, parent, |_| self.others.clone())
+    }
+
+    /// What `render` and `conformance` say of each document not of the plugin's kind.
+    pub fn notes(&self, plugin: &Plugin) -> Vec<String> {
+        self.others_described
+            .iter()
+            .map(|(path, document)| {
+                format!(
+                    "note: {}: {document} is not a {}: not rendered, read as an object of the \
+                     cluster (what the plugin's related declarations choose from)",
+                    path.display(),
+                    plugin.decl.parent
+                )
+            })
+            .collect()
+    }
 }
 
 /// Renders every CR of the plugin's parent kind in `cr_path` (a YAML stream, as `kubectl
-/// apply -f` reads; documents of other kinds, such as a Secret the CR refers to, are not
-/// rendered, but are the objects a plugin's related declarations choose from, as the
-/// cluster's would be), each with the children in `observed_path` (a YAML stream or a
-/// `List`) as what the host would have observed.
+/// apply -f` reads; the other documents, such as a Secret the CR refers to, are read as
+/// [`Sample`] does), each with the children in `observed_path` (a YAML stream or a `List`)
+/// as what the host would have observed, and each plan checked against `policy` as `run`
+/// does.
 pub fn render(
     plugin: &Plugin,
+    policy: &Policy,
     cr_path: &Path,
     observed_path: Option<&Path>,
     now: &str,
 ) -> Result<Rendered, Error> {
-    render_with_policy(plugin, None, cr_path, observed_path, now)
-}
-
-/// [`render`], and with a policy, each plan checked against it as `run` does.
-pub fn render_with_policy(
-    plugin: &Plugin,
-    policy: Option<&Policy>,
-    cr_path: &Path,
-    observed_path: Option<&Path>,
-    now: &str,
-) -> Result<Rendered, Error> {
-    let (parents, skipped): (Vec<Value>, Vec<Value>) = read_yaml_documents(cr_path)?
-        .into_iter()
-        .partition(|document| plugin.decl.parent.matches(document));
-    let describe = |document: &Value| {
-        format!(
-            "{} {} {:?}",
-            document["apiVersion"].as_str().unwrap_or("(no apiVersion)"),
-            document["kind"].as_str().unwrap_or("(no kind)"),
-            document["metadata"]["name"].as_str().unwrap_or("")
-        )
-    };
-    // The other documents stand for the cluster's objects: in the namespace `apply` would
-    // put them in.
-    let others: Vec<Value> = skipped
-        .iter()
-        .cloned()
-        .map(|mut document| {
-            default_namespace(&mut document);
-            document
-        })
-        .collect();
-    let skipped: Vec<String> = skipped.iter().map(describe).collect();
-    if parents.is_empty() {
+    let sample = Sample::read(plugin, &[cr_path])?;
+    if sample.parents.is_empty() {
         return Err(Error::NoParent {
             path: cr_path.to_path_buf(),
             expected: plugin.decl.parent.to_string(),
-            found: skipped,
+            found: sample
+                .others_described
+                .into_iter()
+                .map(|(_, described)| described)
+                .collect(),
         });
     }
     let observed: Vec<Value> = match observed_path {
@@ -128,33 +167,34 @@ pub fn render_with_policy(
             .collect(),
         None => Vec::new(),
     };
-    let mut plans = Vec::with_capacity(parents.len());
-    for mut parent in parents {
-        default_namespace(&mut parent);
-        let identity = identity(&parent);
+    let mut plans = Vec::with_capacity(sample.parents.len());
+    let mut warnings = Vec::new();
+    for parent in &sample.parents {
+        let identity = identity(parent);
         let plan_error = |source| Error::Plan {
             path: cr_path.to_path_buf(),
             parent: identity.clone(),
             source,
         };
-        let related =
-            crate::related::objects_for(&plugin.decl.related, &parent, |_| others.clone());
-        let plan = plan::plan(plugin, &parent, &observed, related, now).map_err(plan_error)?;
-        if let Some(policy) = policy {
-            policy
-                .check(&plugin.decl, &parent, &plan)
-                .map_err(|violation| plan_error(violation.into()))?;
-        }
+        let related = sample.related_to(plugin, parent);
+        let plan = plugin
+            .plan(parent, &observed, related, now)
+            .map_err(plan_error)?;
+        policy
+            .check(&plugin.decl, parent, &plan)
+            .map_err(|violation| plan_error(violation.into()))?;
+        warnings.extend(
+            crate::selectors::overlaps(plan.objects())
+                .into_iter()
+                .map(|warning| format!("warning: {identity}: {warning}")),
+        );
         plans.push((identity, plan));
     }
-    Ok(Rendered { plans, skipped })
-}
-
-/// Puts a parent without a namespace in `default`, as `kubectl apply` would.
-pub fn default_namespace(parent: &mut Value) {
-    if parent["metadata"]["namespace"].as_str().is_none() && parent["metadata"].is_object() {
-        parent["metadata"]["namespace"] = "default".into();
-    }
+    Ok(Rendered {
+        plans,
+        notes: sample.notes(plugin),
+        warnings,
+    })
 }
 
 /// A parent's `namespace/name`, as rendering and `conformance` name it.

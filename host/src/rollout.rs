@@ -13,10 +13,6 @@ use std::path::{Path, PathBuf};
 use crate::diff::Report;
 use crate::policy::{Effective, PluginMode, RolloutStrategy};
 
-/// The annotation of an OperatorPlugin that approves a held version: its content's sha256
-/// (`inspect` prints it) or its artifact's manifest digest (`status.digest`).
-pub const APPROVE_ANNOTATION: &str = "operator-host.dev/approve-rollout";
-
 /// Kinds whose deletion stops a workload: any of them held by `holdWorkloadDeletes`.
 const WORKLOAD_KINDS: [(&str, &str); 7] = [
     ("apps", "Deployment"),

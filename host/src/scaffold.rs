@@ -16,6 +16,13 @@ pub enum Error {
     InvalidKind { kind: String },
     #[error("{group:?} is not an API group: expected a DNS subdomain such as example.com")]
     InvalidGroup { group: String },
+    #[error(
+        "the testing crate operator-host-testing is not beside the SDK at {}: expected {} (a \
+         checkout's plugins/sdk has plugins/testing beside it)",
+        sdk.display(),
+        expected.display()
+    )]
+    TestingCrateMissing { sdk: PathBuf, expected: PathBuf },
     #[error("{} already exists; choose another --dir or remove it", dir.display())]
     DirectoryExists { dir: PathBuf },
     #[error(
@@ -53,6 +60,25 @@ impl SdkSource {
                 rev: Some(rev),
             } => format!("{{ git = {url:?}, rev = {rev:?} }}"),
             SdkSource::Path(path) => format!("{{ path = {:?} }}", path.display().to_string()),
+        }
+    }
+
+    /// The value in `Cargo.toml` of `operator-host-testing`, the host's checks for `cargo
+    /// test`: from where the SDK comes (a checkout has it at `plugins/testing`, beside the SDK;
+    /// cargo finds it in a git repository by its name).
+    fn cargo_testing_dependency(&self) -> Result<String, Error> {
+        match self {
+            SdkSource::Version(_) | SdkSource::Git { .. } => Ok(self.cargo_dependency()),
+            SdkSource::Path(sdk) => {
+                let testing = sdk.parent().unwrap_or(sdk).join("testing");
+                if !testing.join("Cargo.toml").is_file() {
+                    return Err(Error::TestingCrateMissing {
+                        sdk: sdk.clone(),
+                        expected: testing,
+                    });
+                }
+                Ok(SdkSource::Path(testing).cargo_dependency())
+            }
         }
     }
 
@@ -173,8 +199,10 @@ const JS_FILES: [(&str, &str); 6] = [
 /// a Python package or an npm package. Returns the files written.
 pub fn write(lang: Lang, plugin: &Plugin, dir: &Path) -> Result<Vec<PathBuf>, Error> {
     let mut values = values(plugin)?;
-    if lang == Lang::JavaScript {
-        values.push(("js_sdk_dependency", plugin.sdk.npm_dependency()?));
+    match lang {
+        Lang::Rust => values.push(("testing_dependency", plugin.sdk.cargo_testing_dependency()?)),
+        Lang::JavaScript => values.push(("js_sdk_dependency", plugin.sdk.npm_dependency()?)),
+        Lang::Python => {}
     }
     if dir.exists() {
         return Err(Error::DirectoryExists {

@@ -37,6 +37,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use crate::api::api_for;
 use crate::leader::{self, Leadership};
 use crate::metrics::{AssignmentLabels, Metrics, PluginLabels, ShardLabels};
 
@@ -560,7 +561,7 @@ struct ParentMeta {
 pub struct Sharder {
     client: Client,
     /// The parent kind: each label patch goes to its parent's own namespace.
-    parent_kind: crate::plugin::KindRef,
+    parent_kind: crate::kinds::Kind,
     /// The parents, metadata only: what the leader watches.
     metadata: Api<PartialObjectMeta<DynamicObject>>,
     plugin: String,
@@ -584,7 +585,7 @@ impl Sharder {
     pub fn new(
         client: &Client,
         plugin: &str,
-        kind: &crate::plugin::KindRef,
+        kind: &crate::kinds::Kind,
         namespace: Option<&str>,
         members: watch::Receiver<Members>,
         leadership: Leadership,
@@ -613,8 +614,7 @@ impl Sharder {
 
     /// The API of one parent: its namespace's.
     fn parent_api(&self, parent: &ParentMeta) -> Api<DynamicObject> {
-        self.parent_kind
-            .api(&self.client, parent.namespace.as_deref())
+        api_for(&self.client, &self.parent_kind, parent.namespace.as_deref())
     }
 
     /// Shards the parents whenever this host leads, until `stop` resolves.

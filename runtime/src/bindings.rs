@@ -1,9 +1,10 @@
 //! The one place the host generates bindings for the plugin contracts in `wit/`, and maps
 //! each contract the host serves onto the newest one.
 //!
-//! The host works with 0.2.0's types throughout; a 0.1.0 plugin's answers are converted to
-//! them with 0.1.0's only behaviour (children applied in place, deleted on prune, no
-//! barriers, nothing related), so nothing after a call knows which contract answered.
+//! The host works with the plain types of `operator-host-contract` throughout (those of the
+//! newest contract); each contract's answers are converted to them, a 0.1.0 plugin's with
+//! 0.1.0's only behaviour (children applied in place, deleted on prune, no barriers, nothing
+//! related), so nothing after a call knows which contract answered.
 
 /// `operator-host:reconciler@0.1.0` (`wit/0.1.0/reconciler.wit`).
 pub mod v0_1 {
@@ -28,20 +29,6 @@ pub mod v0_2 {
     pub use self::exports::operator_host::reconciler::plugin as guest;
     pub use self::operator_host::reconciler::host_log;
     pub use self::operator_host::reconciler::types;
-}
-
-pub use v0_2::types;
-
-impl types::Child {
-    /// `object` applied as 0.1.0 applies every child: in place, deleted on prune, no barrier.
-    pub fn in_place(object: String) -> Self {
-        types::Child {
-            object,
-            update: types::UpdateStrategy::InPlace,
-            on_prune: types::DeletePolicy::Delete,
-            ready_when: None,
-        }
-    }
 }
 
 /// A contract version the host serves.
@@ -81,25 +68,161 @@ impl std::fmt::Display for Contract {
     }
 }
 
-/// 0.1.0's types and 0.2.0's, one into the other.
-mod from_v0_1 {
-    use super::{types as new, v0_1::types as old};
+/// The conversions of the types every contract version has in the same shape: from the
+/// generated types of the module `wit` in scope to the contract's plain ones (`plain`).
+macro_rules! same_shape_conversions {
+    () => {
+        impl From<wit::GroupVersionKind> for plain::GroupVersionKind {
+            fn from(kind: wit::GroupVersionKind) -> Self {
+                plain::GroupVersionKind {
+                    group: kind.group,
+                    version: kind.version,
+                    kind: kind.kind,
+                    plural: kind.plural,
+                    namespaced: kind.namespaced,
+                }
+            }
+        }
 
-    impl From<old::GroupVersionKind> for new::GroupVersionKind {
-        fn from(kind: old::GroupVersionKind) -> Self {
-            new::GroupVersionKind {
-                group: kind.group,
-                version: kind.version,
-                kind: kind.kind,
-                plural: kind.plural,
-                namespaced: kind.namespaced,
+        impl From<wit::FinalizeResponse> for plain::FinalizeResponse {
+            fn from(response: wit::FinalizeResponse) -> Self {
+                plain::FinalizeResponse {
+                    done: response.done,
+                    requeue_after_ms: response.requeue_after_ms,
+                }
+            }
+        }
+
+        impl From<wit::ReconcileError> for plain::ReconcileError {
+            fn from(error: wit::ReconcileError) -> Self {
+                match error {
+                    wit::ReconcileError::InvalidSpec(m) => plain::ReconcileError::InvalidSpec(m),
+                    wit::ReconcileError::Retry(m) => plain::ReconcileError::Retry(m),
+                }
+            }
+        }
+
+        impl From<wit::LogLevel> for plain::LogLevel {
+            fn from(level: wit::LogLevel) -> Self {
+                match level {
+                    wit::LogLevel::Trace => plain::LogLevel::Trace,
+                    wit::LogLevel::Debug => plain::LogLevel::Debug,
+                    wit::LogLevel::Info => plain::LogLevel::Info,
+                    wit::LogLevel::Warn => plain::LogLevel::Warn,
+                    wit::LogLevel::Error => plain::LogLevel::Error,
+                }
+            }
+        }
+    };
+}
+
+/// 0.2.0's generated types and the contract's plain ones, one into the other.
+mod from_v0_2 {
+    use super::v0_2::types as wit;
+    use operator_host_contract as plain;
+
+    same_shape_conversions!();
+
+    impl From<wit::RelatedResource> for plain::RelatedResource {
+        fn from(related: wit::RelatedResource) -> Self {
+            plain::RelatedResource {
+                name: related.name,
+                kind: related.kind.into(),
+                selector: match related.selector {
+                    wit::RelatedSelector::NameFromPath(path) => {
+                        plain::RelatedSelector::NameFromPath(path)
+                    }
+                    wit::RelatedSelector::LabelSelector(selector) => {
+                        plain::RelatedSelector::LabelSelector(selector)
+                    }
+                },
+                secret_view: match related.secret_view {
+                    wit::SecretView::Full => plain::SecretView::Full,
+                    wit::SecretView::DataHash => plain::SecretView::DataHash,
+                },
             }
         }
     }
 
-    impl From<old::PluginInfo> for new::PluginInfo {
-        fn from(info: old::PluginInfo) -> Self {
-            new::PluginInfo {
+    impl From<wit::PluginInfo> for plain::PluginInfo {
+        fn from(info: wit::PluginInfo) -> Self {
+            plain::PluginInfo {
+                name: info.name,
+                version: info.version,
+                parent: info.parent.into(),
+                children: info.children.into_iter().map(Into::into).collect(),
+                needs_finalize: info.needs_finalize,
+                crd: info.crd,
+                related: info.related.into_iter().map(Into::into).collect(),
+            }
+        }
+    }
+
+    impl From<wit::Child> for plain::Child {
+        fn from(child: wit::Child) -> Self {
+            plain::Child {
+                object: child.object,
+                update: match child.update {
+                    wit::UpdateStrategy::InPlace => plain::UpdateStrategy::InPlace,
+                    wit::UpdateStrategy::Recreate => plain::UpdateStrategy::Recreate,
+                    wit::UpdateStrategy::CreateOnly => plain::UpdateStrategy::CreateOnly,
+                },
+                on_prune: match child.on_prune {
+                    wit::DeletePolicy::Delete => plain::DeletePolicy::Delete,
+                    wit::DeletePolicy::Orphan => plain::DeletePolicy::Orphan,
+                },
+                ready_when: child.ready_when.map(|readiness| match readiness {
+                    wit::Readiness::Condition(condition) => plain::Readiness::Condition(condition),
+                    wit::Readiness::FieldEquals(field) => {
+                        plain::Readiness::FieldEquals(plain::FieldValue {
+                            path: field.path,
+                            value: field.value,
+                        })
+                    }
+                }),
+            }
+        }
+    }
+
+    impl From<wit::ReconcileResponse> for plain::ReconcileResponse {
+        fn from(response: wit::ReconcileResponse) -> Self {
+            plain::ReconcileResponse {
+                children: response.children.into_iter().map(Into::into).collect(),
+                status: response.status,
+                requeue_after_ms: response.requeue_after_ms,
+            }
+        }
+    }
+
+    /// A request as 0.2.0 has it.
+    pub fn request(request: &plain::ReconcileRequest) -> wit::ReconcileRequest {
+        wit::ReconcileRequest {
+            parent: request.parent.clone(),
+            observed: request.observed.clone(),
+            related: request
+                .related
+                .iter()
+                .map(|related| wit::RelatedObjects {
+                    name: related.name.clone(),
+                    objects: related.objects.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+pub use from_v0_2::request as request_v0_2;
+
+/// 0.1.0's generated types and the contract's plain ones, one into the other.
+mod from_v0_1 {
+    use super::v0_1::types as wit;
+    use operator_host_contract as plain;
+
+    same_shape_conversions!();
+
+    impl From<wit::PluginInfo> for plain::PluginInfo {
+        fn from(info: wit::PluginInfo) -> Self {
+            plain::PluginInfo {
                 name: info.name,
                 version: info.version,
                 parent: info.parent.into(),
@@ -111,13 +234,13 @@ mod from_v0_1 {
         }
     }
 
-    impl From<old::ReconcileResponse> for new::ReconcileResponse {
-        fn from(response: old::ReconcileResponse) -> Self {
-            new::ReconcileResponse {
+    impl From<wit::ReconcileResponse> for plain::ReconcileResponse {
+        fn from(response: wit::ReconcileResponse) -> Self {
+            plain::ReconcileResponse {
                 children: response
                     .children
                     .into_iter()
-                    .map(new::Child::in_place)
+                    .map(plain::Child::in_place)
                     .collect(),
                 status: response.status,
                 requeue_after_ms: response.requeue_after_ms,
@@ -125,39 +248,9 @@ mod from_v0_1 {
         }
     }
 
-    impl From<old::FinalizeResponse> for new::FinalizeResponse {
-        fn from(response: old::FinalizeResponse) -> Self {
-            new::FinalizeResponse {
-                done: response.done,
-                requeue_after_ms: response.requeue_after_ms,
-            }
-        }
-    }
-
-    impl From<old::ReconcileError> for new::ReconcileError {
-        fn from(error: old::ReconcileError) -> Self {
-            match error {
-                old::ReconcileError::InvalidSpec(m) => new::ReconcileError::InvalidSpec(m),
-                old::ReconcileError::Retry(m) => new::ReconcileError::Retry(m),
-            }
-        }
-    }
-
-    impl From<old::LogLevel> for new::LogLevel {
-        fn from(level: old::LogLevel) -> Self {
-            match level {
-                old::LogLevel::Trace => new::LogLevel::Trace,
-                old::LogLevel::Debug => new::LogLevel::Debug,
-                old::LogLevel::Info => new::LogLevel::Info,
-                old::LogLevel::Warn => new::LogLevel::Warn,
-                old::LogLevel::Error => new::LogLevel::Error,
-            }
-        }
-    }
-
-    /// A 0.2.0 request as 0.1.0 has it: a 0.1.0 plugin declares nothing related.
-    pub fn request(request: &new::ReconcileRequest) -> old::ReconcileRequest {
-        old::ReconcileRequest {
+    /// A request as 0.1.0 has it: a 0.1.0 plugin declares nothing related.
+    pub fn request(request: &plain::ReconcileRequest) -> wit::ReconcileRequest {
+        wit::ReconcileRequest {
             parent: request.parent.clone(),
             observed: request.observed.clone(),
         }

@@ -13,7 +13,9 @@
 //!
 //! # Guarantees
 //! - No state survives a call: every call instantiates from the `InstancePre` made at load.
-//! - A call never runs longer than its deadline plus one epoch tick.
+//! - A call never uses more CPU than its deadline plus one epoch tick, and never runs longer
+//!   than [`WALL_CLOCK_ALLOWANCE`] times its deadline however little CPU the host gave it
+//!   (a busy host's slow calls are not counted against the plugin).
 //! - The same input gives the same output, by construction: a call sees frozen clocks, no
 //!   files, environment or network, and its WASI randomness (`wasi:random/random`,
 //!   `insecure` and `insecure-seed`) is a ChaCha20 stream keyed from a SHA-256 of the
@@ -48,6 +50,7 @@
 mod bindings;
 mod cache;
 mod calls;
+mod cpu;
 pub mod files;
 mod sandbox;
 mod slots;
@@ -61,20 +64,23 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Strategy, Trap,
+    UpdateDeadline,
 };
 
 pub use bindings::Contract;
-pub use bindings::types::{
-    Child, DeletePolicy, FieldValue, FinalizeResponse, GroupVersionKind, LogLevel, PluginInfo,
-    Readiness, ReconcileError, ReconcileRequest, ReconcileResponse, RelatedObjects,
-    RelatedResource, RelatedSelector, SecretView, UpdateStrategy,
-};
 pub use cache::{CacheOutcome, CompileCache};
+pub use operator_host_contract::{
+    CallError, Child, DeletePolicy, FieldValue, FinalizeResponse, GroupVersionKind, Limits,
+    LogLevel, PluginInfo, Readiness, ReconcileError, ReconcileRequest, ReconcileResponse,
+    RelatedObjects, RelatedResource, RelatedSelector, SecretView, UpdateStrategy, random_seed,
+};
 
 pub use calls::{CallPriority, spawn_call};
+pub use cpu::{WALL_CLOCK_ALLOWANCE, thread_cpu_time};
 pub use sandbox::{MAX_RANDOM_BYTES, TABLE_ELEMENT_BYTES};
 
 use bindings::{v0_1, v0_2};
+use cpu::{CpuDeadline, Verdict};
 use sandbox::{SandboxState, StoreBounds};
 use slots::{CallSlots, Shortfall, SlotLedger};
 
@@ -134,34 +140,6 @@ impl Error {
     }
 }
 
-/// What can go wrong during one sandboxed call.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum CallError {
-    #[error("the plugin did not finish within its CPU deadline of {limit:?}")]
-    Timeout { limit: Duration },
-    #[error("the plugin tried to use more than its memory limit of {limit} bytes")]
-    OutOfMemory { limit: usize },
-    #[error("the plugin trapped: {message}")]
-    Trap { message: String },
-    #[error("the plugin's response is over the limit of {limit} bytes ({size} bytes or more)")]
-    ResponseTooLarge { size: usize, limit: usize },
-    #[error("cannot instantiate the plugin: {message}")]
-    Instantiate { message: String },
-}
-
-impl CallError {
-    /// Whether the call was stopped for using too much CPU, memory or response space (as
-    /// opposed to failing on its own): what a plugin's [`CallPriority`] reacts to.
-    pub fn is_resource_limit(&self) -> bool {
-        matches!(
-            self,
-            CallError::Timeout { .. }
-                | CallError::OutOfMemory { .. }
-                | CallError::ResponseTooLarge { .. }
-        )
-    }
-}
-
 /// How long a plugin's calls stay demoted after one of them hit a resource limit.
 pub const DEMOTION_PERIOD: Duration = Duration::from_secs(10 * 60);
 
@@ -182,37 +160,6 @@ pub const MAX_TABLES_PER_COMPONENT: u32 = 4;
 /// every core while its other calls wait on the API server.
 pub fn default_max_concurrent_calls() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get()) * 2
-}
-
-/// Per-call resource limits. Every plugin gets these unless configured otherwise.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Limits {
-    /// CPU deadline of `reconcile` and `finalize`.
-    pub call_timeout: Duration,
-    /// CPU deadline of `info`, which is called at load and must be quick.
-    pub info_timeout: Duration,
-    /// Bytes of all linear memories and tables of one call together (tables count
-    /// [`TABLE_ELEMENT_BYTES`] per element).
-    pub max_memory_bytes: usize,
-    /// Elements of all tables of one call together.
-    pub max_table_elements: usize,
-    /// Largest response (children + status, or `info`), in bytes.
-    pub max_response_bytes: usize,
-    /// Bytes of stdout, of stderr and of `log` kept per call; the rest is dropped.
-    pub max_output_bytes: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            call_timeout: Duration::from_secs(1),
-            info_timeout: Duration::from_millis(200),
-            max_memory_bytes: 64 << 20,
-            max_table_elements: 20_000,
-            max_response_bytes: 4 << 20,
-            max_output_bytes: 64 << 10,
-        }
-    }
 }
 
 /// The instance pool's memory kept for instances not running ([`Runtime::pool_usage`]).
@@ -364,6 +311,17 @@ impl Runtime {
     /// Instance slots no loaded plugin has reserved.
     pub fn free_instance_slots(&self) -> usize {
         self.slots.left()
+    }
+
+    /// Moves the deadline clock on by `ticks` epoch ticks at once, as if that much wall-clock
+    /// time had passed with the calls running now getting no CPU: for tests of what a
+    /// deadline counts.
+    #[doc(hidden)]
+    pub fn advance_epochs(&self, ticks: u64) {
+        for _ in 0..ticks {
+            self.optimized.engine.increment_epoch();
+            self.baseline.engine.increment_epoch();
+        }
     }
 
     /// What the instance pool keeps in memory for instances that are not running: the
@@ -552,10 +510,6 @@ impl Runtime {
             _release: Arc::new(ReleaseOnDrop),
         })
     }
-
-    fn deadline_ticks(&self, limit: Duration) -> u64 {
-        (limit.as_nanos() / self.epoch_tick.as_nanos().max(1)) as u64 + 1
-    }
 }
 
 /// Sets the C allocator up so that [`release_free_memory`] can give back what a swap leaves
@@ -635,6 +589,11 @@ impl Compiler {
         .map_err(Error::ConfigureEngine)?;
         Ok(Compiler { engine, linker })
     }
+}
+
+/// Epoch ticks of `tick` each until `limit` has passed, rounded up.
+fn deadline_ticks(limit: Duration, tick: Duration) -> u64 {
+    (limit.as_nanos() / tick.as_nanos().max(1)) as u64 + 1
 }
 
 fn read_plugin(path: &Path) -> Result<Vec<u8>, Error> {
@@ -734,14 +693,16 @@ impl PluginPre {
                 "it exports `{other}`, a version this host does not know (it serves {})",
                 served_interfaces()
             ),
+            None if exports.is_empty() => format!(
+                "it exports nothing, where a plugin exports one of {}: a Rust plugin exports the \
+                 contract with `operator_host_sdk::export_reconciler!` (without it the crate \
+                 still builds), the other languages' SDKs in their build",
+                served_interfaces()
+            ),
             None => format!(
                 "it exports none of {} (its exports: {})",
                 served_interfaces(),
-                if exports.is_empty() {
-                    "none".to_string()
-                } else {
-                    exports.join(", ")
-                }
+                exports.join(", ")
             ),
         })
     }
@@ -961,7 +922,8 @@ impl CompiledPlugin {
                 .unwrap_or_else(|e| e.into_inner());
             if last_hit.is_none_or(|at| at.elapsed() >= DEMOTION_PERIOD) {
                 tracing::warn!(
-                    plugin = context,
+                    plugin = %self.path.display(),
+                    call = context,
                     %error,
                     period = ?DEMOTION_PERIOD,
                     "plugin hit a resource limit: its calls run at idle priority for the period"
@@ -975,12 +937,13 @@ impl CompiledPlugin {
     /// Calls `info` with the short `info` deadline.
     pub fn info(&self) -> Result<PluginInfo, CallError> {
         let seed = random_seed("info", []);
-        let info = self.call("info", self.limits.info_timeout, &seed, |plugin, store| {
-            Ok(match plugin {
-                Guest::V0_1(plugin) => plugin.call_info(store)?.into(),
-                Guest::V0_2(plugin) => plugin.call_info(store)?,
-            })
-        })?;
+        let info: PluginInfo =
+            self.call("info", self.limits.info_timeout, &seed, |plugin, store| {
+                Ok(match plugin {
+                    Guest::V0_1(plugin) => plugin.call_info(store)?.into(),
+                    Guest::V0_2(plugin) => plugin.call_info(store)?.into(),
+                })
+            })?;
         let related = info.related.iter().map(|r| {
             r.name.len()
                 + match &r.selector {
@@ -1013,15 +976,19 @@ impl CompiledPlugin {
         seed: &[u8; 32],
         context: &str,
     ) -> Result<Result<ReconcileResponse, ReconcileError>, CallError> {
-        let result = self.call(context, self.limits.call_timeout, seed, |plugin, store| {
-            Ok(match plugin {
-                Guest::V0_1(plugin) => plugin
-                    .call_reconcile(store, &bindings::request_v0_1(request))?
-                    .map(Into::into)
-                    .map_err(Into::into),
-                Guest::V0_2(plugin) => plugin.call_reconcile(store, request)?,
-            })
-        })?;
+        let result: Result<ReconcileResponse, ReconcileError> =
+            self.call(context, self.limits.call_timeout, seed, |plugin, store| {
+                Ok(match plugin {
+                    Guest::V0_1(plugin) => plugin
+                        .call_reconcile(store, &bindings::request_v0_1(request))?
+                        .map(Into::into)
+                        .map_err(Into::into),
+                    Guest::V0_2(plugin) => plugin
+                        .call_reconcile(store, &bindings::request_v0_2(request))?
+                        .map(Into::into)
+                        .map_err(Into::into),
+                })
+            })?;
         if let Ok(response) = &result {
             let size = response.status.len()
                 + response
@@ -1058,7 +1025,10 @@ impl CompiledPlugin {
                     .call_finalize(store, &bindings::request_v0_1(request))?
                     .map(Into::into)
                     .map_err(Into::into),
-                Guest::V0_2(plugin) => plugin.call_finalize(store, request)?,
+                Guest::V0_2(plugin) => plugin
+                    .call_finalize(store, &bindings::request_v0_2(request))?
+                    .map(Into::into)
+                    .map_err(Into::into),
             })
         })
     }
@@ -1126,11 +1096,26 @@ impl CompiledPlugin {
         // Wasmtime stops copying a guest's data into the host after this many bytes, so an
         // oversized response is refused before the host allocates it, not after.
         store.set_hostcall_fuel(self.hostcall_fuel());
-        store.set_epoch_deadline(runtime.deadline_ticks(deadline));
-        store.epoch_deadline_trap();
+        // The epoch ticks in wall-clock time; at each deadline the call's own thread checks
+        // the CPU it used, so a call a busy host starves is not stopped for the host's load.
+        let cpu_deadline = CpuDeadline::start(deadline);
+        let tick = runtime.epoch_tick;
+        store.set_epoch_deadline(deadline_ticks(deadline, tick));
+        store.epoch_deadline_callback(move |mut store| match cpu_deadline.check() {
+            Verdict::Left(left) => Ok(UpdateDeadline::Continue(deadline_ticks(left, tick))),
+            Verdict::Spent => Ok(UpdateDeadline::Interrupt),
+            Verdict::Stalled { cpu_used } => {
+                store.data_mut().stalled = Some(CallError::Stalled {
+                    limit: deadline,
+                    cpu_used,
+                    wall: cpu_deadline.wall_clock_bound(),
+                });
+                Ok(UpdateDeadline::Interrupt)
+            }
+        });
 
         let outcome = match self.pre.instantiate_and(&mut store, f) {
-            Err(e) => Err(self.classify_instantiate_failure(&store, e)),
+            Err(e) => Err(self.classify_instantiate_failure(&store, deadline, e)),
             Ok(called) => called.map_err(|e| self.classify_failure(&store, deadline, e)),
         };
         let stderr_tail = forward_output(&store, context);
@@ -1146,15 +1131,21 @@ impl CompiledPlugin {
     }
 
     /// An instantiation refused for its memories' or tables' size is the memory limit.
+    /// An instantiation stopped at its deadline (its start functions run guest code) is the
+    /// deadline, as in the call itself.
     fn classify_instantiate_failure(
         &self,
         store: &Store<SandboxState>,
+        deadline: Duration,
         error: wasmtime::Error,
     ) -> CallError {
         if store.data().limiter.memory_limit_hit {
             return CallError::OutOfMemory {
                 limit: self.limits.max_memory_bytes,
             };
+        }
+        if let Some(Trap::Interrupt) = error.downcast_ref::<Trap>() {
+            return interrupted(store, deadline);
         }
         CallError::Instantiate {
             message: format!("{error:#}"),
@@ -1181,7 +1172,7 @@ impl CompiledPlugin {
             };
         }
         match error.downcast_ref::<Trap>() {
-            Some(Trap::Interrupt) => CallError::Timeout { limit: deadline },
+            Some(Trap::Interrupt) => interrupted(store, deadline),
             Some(trap) => CallError::Trap {
                 message: trap.to_string(),
             },
@@ -1192,17 +1183,13 @@ impl CompiledPlugin {
     }
 }
 
-/// The seed of a call's WASI randomness: a SHA-256 of the function and `parts` (each
-/// length-prefixed, so no two lists of parts share a seed).
-pub fn random_seed<'a>(function: &str, parts: impl IntoIterator<Item = &'a str>) -> [u8; 32] {
-    let mut hash = Sha256::new();
-    hash.update(b"operator-host call randomness v1\0");
-    hash.update(function.as_bytes());
-    for part in parts {
-        hash.update((part.len() as u64).to_le_bytes());
-        hash.update(part.as_bytes());
-    }
-    hash.finalize().into()
+/// Why a call was interrupted: the host starved it (see [`cpu`]) or it used its CPU deadline.
+fn interrupted(store: &Store<SandboxState>, deadline: Duration) -> CallError {
+    store
+        .data()
+        .stalled
+        .clone()
+        .unwrap_or(CallError::Timeout { limit: deadline })
 }
 
 /// The parent and each observed child of `request`.

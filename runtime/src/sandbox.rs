@@ -19,9 +19,8 @@ use wasmtime_wasi::{
     HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView,
 };
 
-use super::Limits;
-use super::bindings::types::LogLevel;
 use super::bindings::{v0_1, v0_2};
+use super::{CallError, Limits, LogLevel};
 
 /// Everything one guest call may touch; dropped with the call's `Store`.
 pub struct SandboxState {
@@ -35,6 +34,8 @@ pub struct SandboxState {
     /// Bytes logged through `host-log`, counted against the output cap.
     logged_bytes: usize,
     max_output_bytes: usize,
+    /// Set when the call was stopped for running too long in wall-clock time with CPU left.
+    pub(super) stalled: Option<CallError>,
 }
 
 impl SandboxState {
@@ -70,6 +71,7 @@ impl SandboxState {
             log_context,
             logged_bytes: 0,
             max_output_bytes: limits.max_output_bytes,
+            stalled: None,
         }
     }
 }
@@ -108,15 +110,8 @@ impl WasiView for SandboxState {
     }
 }
 
-impl v0_1::host_log::Host for SandboxState {
-    fn log(&mut self, level: v0_1::types::LogLevel, message: String) {
-        v0_2::host_log::Host::log(self, level.into(), message);
-    }
-}
-
-impl v0_1::types::Host for SandboxState {}
-
-impl v0_2::host_log::Host for SandboxState {
+impl SandboxState {
+    /// A line a plugin logged through `host-log`, of any contract.
     fn log(&mut self, level: LogLevel, message: String) {
         self.logged_bytes += message.len();
         if self.logged_bytes > self.max_output_bytes {
@@ -130,6 +125,20 @@ impl v0_2::host_log::Host for SandboxState {
             LogLevel::Warn => tracing::warn!(target: "plugin", plugin = context, "{message}"),
             LogLevel::Error => tracing::error!(target: "plugin", plugin = context, "{message}"),
         }
+    }
+}
+
+impl v0_1::host_log::Host for SandboxState {
+    fn log(&mut self, level: v0_1::types::LogLevel, message: String) {
+        SandboxState::log(self, level.into(), message);
+    }
+}
+
+impl v0_1::types::Host for SandboxState {}
+
+impl v0_2::host_log::Host for SandboxState {
+    fn log(&mut self, level: v0_2::types::LogLevel, message: String) {
+        SandboxState::log(self, level.into(), message);
     }
 }
 

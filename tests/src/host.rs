@@ -50,7 +50,7 @@ pub fn runtime() -> Arc<Runtime> {
 fn fitted(policy: Policy) -> (Policy, Arc<Runtime>) {
     static LARGER: Mutex<BTreeMap<usize, Arc<Runtime>>> = Mutex::new(BTreeMap::new());
     let mut config = runtime_config();
-    let policy = policy.fit_runtime(&mut config);
+    let policy = policy.fit_limits(&mut config.limits);
     let slot = config.limits.max_memory_bytes;
     if slot <= runtime().limits().max_memory_bytes {
         return (policy, runtime());

@@ -18,9 +18,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
-use operator_host::plan;
 use operator_host::plugin::Plugin;
 use operator_host::runtime::{RelatedObjects, UpdateStrategy};
+use operator_host::{labels, plan};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
@@ -62,12 +62,12 @@ pub struct Oracle<'a> {
     pub namespace: &'a str,
 }
 
-fn resource(kind: &operator_host::plugin::KindRef) -> ApiResource {
+fn resource(kind: &operator_host::kinds::Kind) -> ApiResource {
     kind.api_resource()
 }
 
 impl Oracle<'_> {
-    fn api(&self, kind: &operator_host::plugin::KindRef) -> Api<DynamicObject> {
+    fn api(&self, kind: &operator_host::kinds::Kind) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), self.namespace, &resource(kind))
     }
 
@@ -132,7 +132,7 @@ impl Oracle<'_> {
 
     /// The child kinds the host watches for the plugin under the default policy (a kind the
     /// policy forbids is never applied, and may not even be namespaced).
-    fn child_kinds(&self) -> Vec<operator_host::plugin::KindRef> {
+    fn child_kinds(&self) -> Vec<operator_host::kinds::Kind> {
         operator_host::policy::Policy::default().allowed_children(&self.plugin.decl)
     }
 
@@ -154,14 +154,14 @@ impl Oracle<'_> {
     /// The objects of `kind` labelled as the host's children of the parent with `uid`.
     async fn owned(
         &self,
-        kind: &operator_host::plugin::KindRef,
+        kind: &operator_host::kinds::Kind,
         uid: &str,
     ) -> Result<Vec<DynamicObject>, Error> {
         let selector = format!(
             "{}={},{}={uid}",
-            plan::MANAGED_BY_LABEL,
-            plan::MANAGED_BY,
-            plan::PARENT_UID_LABEL
+            labels::MANAGED_BY_LABEL,
+            labels::MANAGED_BY,
+            labels::PARENT_UID_LABEL
         );
         let listed = self
             .api(kind)
@@ -185,7 +185,7 @@ impl Oracle<'_> {
         };
         let related = self.related(&parent).await?;
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
-        let planned = plan::plan(self.plugin, &parent, &observed, related, &now)?;
+        let planned = self.plugin.plan(&parent, &observed, related, &now)?;
         for child in &planned.apply {
             let desired = &child.object;
             let kind = desired["kind"].as_str().unwrap_or_default();

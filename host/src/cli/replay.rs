@@ -142,7 +142,8 @@ fn replay(args: ReplayArgs, runtime: &Arc<Runtime>, policy: &Policy) -> anyhow::
     }
     let rendered = crate::render::Rendered {
         plans,
-        skipped: Vec::new(),
+        notes: Vec::new(),
+        warnings: Vec::new(),
     };
     match format {
         Format::Yaml => print!("{}", crate::render::to_yaml_stream(&rendered)),

@@ -28,7 +28,7 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{Condition, await_condition, conditions};
 
-use super::FIELD_MANAGER;
+use crate::labels::FIELD_MANAGER;
 use crate::plugin::Plugin;
 
 /// Marks a CRD the host created, with the name of the plugin it was created for.
@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn the_annotation_is_under_the_prefix_plugins_may_not_use() {
-        assert!(INSTALLED_FOR_ANNOTATION.starts_with(crate::plugin::RESERVED_ANNOTATION_PREFIX));
+        assert!(INSTALLED_FOR_ANNOTATION.starts_with(crate::labels::RESERVED_PREFIX));
     }
 
     fn crd(value: serde_json::Value) -> CustomResourceDefinition {

@@ -10,7 +10,8 @@ use kube::Client;
 use kube::core::GroupVersion;
 use kube::discovery::{ApiGroup, Scope};
 
-use crate::plugin::{Declaration, KindRef};
+use crate::declaration::Declaration;
+use crate::kinds::Kind;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -80,14 +81,14 @@ pub async fn check_served_kinds(client: &Client, decl: &Declaration) -> Result<(
     Ok(())
 }
 
-fn gv(kind: &KindRef) -> GroupVersion {
+fn gv(kind: &Kind) -> GroupVersion {
     GroupVersion::gv(&kind.group, &kind.version)
 }
 
 /// The check of one declared kind against the resources its group version serves.
 fn check_kind(
     plugin: &str,
-    kind: &KindRef,
+    kind: &Kind,
     served: &[(kube::core::ApiResource, kube::discovery::ApiCapabilities)],
 ) -> Result<(), Error> {
     let mismatch = |served: String| Error::Mismatch {
@@ -143,8 +144,8 @@ mod tests {
         )
     }
 
-    fn declared(kind: &str, plural: &str, namespaced: bool) -> KindRef {
-        KindRef {
+    fn declared(kind: &str, plural: &str, namespaced: bool) -> Kind {
+        Kind {
             group: "cert-manager.io".into(),
             version: "v1".into(),
             kind: kind.into(),

@@ -18,14 +18,17 @@ use kube::runtime::events::EventType;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::Value;
 
+use super::context::recorder;
 use super::reconcile::{
     FINALIZER, delete_target, event, holds_finalizer, now_rfc3339, patch_parent_status,
 };
-use super::{api_for, managed_children_selector, recorder};
-use crate::plan::{
-    self, MANAGED_BY, MANAGED_BY_LABEL, PARENT_UID_LABEL, PLUGIN_LABEL, PruneTarget,
-};
-use crate::plugin::{Declaration, KindRef, Plugin};
+use crate::api::api_for;
+use crate::declaration::Declaration;
+use crate::kinds::Kind;
+use crate::labels::managed_children_selector;
+use crate::labels::{MANAGED_BY, MANAGED_BY_LABEL, PARENT_UID_LABEL, PLUGIN_LABEL};
+use crate::plan::{self, PruneTarget};
+use crate::plugin::Plugin;
 
 /// The `Reconciled=False` reason on parents whose plugin is gone.
 pub const PLUGIN_REMOVED: &str = "PluginRemoved";
@@ -78,7 +81,7 @@ pub async fn mark_parents_without_plugin(
 }
 
 /// What a parent whose plugin is gone says, with the command that releases it.
-fn orphan_message(plugin: &str, kind: &KindRef, parent: &DynamicObject, why: &str) -> String {
+fn orphan_message(plugin: &str, kind: &Kind, parent: &DynamicObject, why: &str) -> String {
     let index = parent
         .finalizers()
         .iter()
@@ -99,7 +102,7 @@ fn orphan_message(plugin: &str, kind: &KindRef, parent: &DynamicObject, why: &st
 }
 
 /// Child kinds `old` declared that `new` does not (in any version).
-pub fn dropped_kinds<'a>(old: &'a Declaration, new: &Declaration) -> Vec<&'a KindRef> {
+pub fn dropped_kinds<'a>(old: &'a Declaration, new: &Declaration) -> Vec<&'a Kind> {
     old.children
         .iter()
         .filter(|kind| !new.children.iter().any(|k| k.same_kind(kind)))
@@ -112,7 +115,7 @@ pub fn dropped_kinds<'a>(old: &'a Declaration, new: &Declaration) -> Vec<&'a Kin
 pub async fn prune_dropped_kinds(
     client: &Client,
     old: &Plugin,
-    kinds: &[&KindRef],
+    kinds: &[&Kind],
     namespaces: &[String],
 ) -> usize {
     let selector = managed_children_selector(&old.decl.name);
@@ -150,7 +153,7 @@ pub async fn prune_dropped_kinds(
 /// `child` as a prune target if it is proven to be managed by `old` for one of its parents.
 fn dropped_child_target(
     old: &Declaration,
-    kind: &KindRef,
+    kind: &Kind,
     child: &DynamicObject,
 ) -> Option<PruneTarget> {
     let labels = child.labels();
@@ -174,7 +177,7 @@ fn dropped_child_target(
         policy: crate::plan::delete_policy(
             child
                 .annotations()
-                .get(crate::plan::ON_PRUNE_ANNOTATION)
+                .get(crate::labels::ON_PRUNE_ANNOTATION)
                 .map(String::as_str),
         ),
     })
@@ -186,14 +189,14 @@ mod tests {
     use crate::test_support::{kind, memcached_declaration};
     use serde_json::json;
 
-    fn declaration(children: Vec<KindRef>) -> Declaration {
+    fn declaration(children: Vec<Kind>) -> Declaration {
         Declaration {
             needs_finalize: true,
             ..memcached_declaration(children)
         }
     }
 
-    fn config_map() -> KindRef {
+    fn config_map() -> Kind {
         kind("", "v1", "ConfigMap", "configmaps")
     }
 

@@ -9,10 +9,12 @@ use serde_json::Value;
 
 use kube::api::ListParams;
 
-use super::{ChildCache, PluginController, RunError, managed_children_selector};
+use super::{ChildCache, PluginController, RunError};
 use crate::diff::{LiveState, Report, Version};
+use crate::kinds::Kind;
+use crate::labels::{APPROVE_ANNOTATION, managed_children_selector};
 use crate::metrics::PluginLabels;
-use crate::plugin::{KindRef, Plugin};
+use crate::plugin::Plugin;
 use crate::registry::ClusterPlugins;
 use crate::rollout;
 
@@ -45,7 +47,7 @@ impl Approval {
                 approved: rollout::approves(approval.as_deref(), hash, digest.as_deref()),
                 how: format!(
                     "kubectl annotate operatorplugin {name} --overwrite {}={hash}",
-                    rollout::APPROVE_ANNOTATION
+                    APPROVE_ANNOTATION
                 ),
             };
         }
@@ -170,7 +172,7 @@ impl PluginController {
                 .collect()
         };
         let mut children = Vec::new();
-        let mut related: Vec<(crate::plugin::KindRef, Vec<Value>)> = Vec::new();
+        let mut related: Vec<(crate::kinds::Kind, Vec<Value>)> = Vec::new();
         // Two declarations of a kind may cache the same objects: each is taken once.
         let mut seen = std::collections::HashSet::new();
         for context in &self.contexts {
@@ -191,7 +193,7 @@ impl PluginController {
                 }
             }
         }
-        let cached: Vec<&KindRef> = self
+        let cached: Vec<&Kind> = self
             .contexts
             .iter()
             .flat_map(|context| context.child_caches.iter().map(|cache| &cache.kind))

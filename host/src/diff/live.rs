@@ -3,14 +3,16 @@
 
 use std::collections::HashMap;
 
-use kube::api::{DynamicObject, ListParams};
+use kube::api::ListParams;
 use kube::{Api, Client};
 use serde_json::Value;
 
 use super::ParentInputs;
-use crate::controller::managed_children_selector;
+use crate::api::api_for;
+use crate::kinds::Kind;
+use crate::labels::managed_children_selector;
 use crate::operator_plugin::OperatorPlugin;
-use crate::plugin::{KindRef, Plugin};
+use crate::plugin::Plugin;
 
 /// Why the cluster's state could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +60,7 @@ pub struct LiveState {
     /// The host's children of this plugin, by the UID of the parent that controls them.
     children: HashMap<String, Vec<Value>>,
     /// The objects of each related kind either version declares.
-    related: Vec<(KindRef, Vec<Value>)>,
+    related: Vec<(Kind, Vec<Value>)>,
 }
 
 impl LiveState {
@@ -67,7 +69,7 @@ impl LiveState {
     pub fn new(
         mut parents: Vec<Value>,
         children: impl IntoIterator<Item = Value>,
-        related: Vec<(KindRef, Vec<Value>)>,
+        related: Vec<(Kind, Vec<Value>)>,
     ) -> LiveState {
         parents.sort_by_key(crate::render::identity);
         let mut by_parent: HashMap<String, Vec<Value>> = HashMap::new();
@@ -153,8 +155,8 @@ pub async fn read(
     }
     let parents = list(client, &decl.parent, &namespaces, &parent_params, "parents").await?;
 
-    let mut child_kinds: Vec<KindRef> = Vec::new();
-    let mut related_kinds: Vec<KindRef> = Vec::new();
+    let mut child_kinds: Vec<Kind> = Vec::new();
+    let mut related_kinds: Vec<Kind> = Vec::new();
     for version in versions {
         for kind in version.policy.allowed_children(&version.decl) {
             if !child_kinds.contains(&kind) {
@@ -191,7 +193,7 @@ pub async fn read(
 /// JSON with `apiVersion` and `kind`, without `managedFields`.
 pub(crate) async fn list(
     client: &Client,
-    kind: &KindRef,
+    kind: &Kind,
     namespaces: &[Option<&str>],
     params: &ListParams,
     what: &'static str,
@@ -216,12 +218,12 @@ pub(crate) async fn list(
 /// host's caches hold them: JSON with `apiVersion` and `kind`, without `managedFields`.
 pub(crate) async fn list_kind(
     client: &Client,
-    kind: &KindRef,
+    kind: &Kind,
     namespace: Option<&str>,
     params: &ListParams,
 ) -> Result<Vec<Value>, kube::Error> {
     let namespace = namespace.filter(|_| kind.namespaced);
-    let api: Api<DynamicObject> = kind.api(client, namespace);
+    let api = api_for(client, kind, namespace);
     let listed = api.list(params).await?;
     Ok(listed
         .items

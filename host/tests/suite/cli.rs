@@ -197,7 +197,7 @@ fn every_cr_of_a_stream_is_rendered_in_order() {
     assert!(first < second, "{out}");
     assert!(out[first..].contains("name: second"), "{out}");
     assert!(
-        stderr(&output).contains("skipped v1 Secret \"unrelated\""),
+        stderr(&output).contains("v1 Secret \"unrelated\" is not a cache.example.com/v1alpha1/Memcached: not rendered, read as an object of the cluster"),
         "{}",
         stderr(&output)
     );
@@ -277,4 +277,20 @@ fn a_spec_of_the_wrong_type_is_rejected_with_the_field() {
         3,
         &["cr.yaml", "does not match its schema", "invalid type"],
     );
+}
+
+#[test]
+fn logs_written_to_a_file_or_pipe_carry_no_colour_codes() {
+    let plugins = tempfile::tempdir().unwrap();
+    // `run` logs its start before it reads the kubeconfig, which then fails.
+    let output = operator_host(&[
+        "run",
+        "--plugins",
+        path_str(plugins.path()),
+        "--kubeconfig",
+        "/nonexistent/kubeconfig",
+    ]);
+    let err = stderr(&output);
+    assert!(err.contains("operator-host starting"), "{err}");
+    assert!(!err.contains('\u{1b}'), "escape sequences in: {err:?}");
 }

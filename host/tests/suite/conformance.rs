@@ -193,3 +193,84 @@ fn a_plugin_of_another_contract_is_a_load_error() {
     let output = conformance(&[path_str(&test_plugin("wrong-contract"))]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
 }
+
+/// `conformance` reads a sample file as `render` does: the documents of other kinds are the
+/// cluster's objects, so an etcd CR beside its TLS Secret is checked on the path that creates
+/// the members, not on the one that waits for a missing Secret.
+#[test]
+fn the_samples_other_documents_are_the_cluster_as_render_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let example_text = std::fs::read_to_string(example("etcd.yaml")).unwrap();
+    let mut cluster: serde_json::Value = serde_yaml::from_str(&example_text).unwrap();
+    cluster["spec"]["tls"] = serde_json::json!({"secretName": "example-tls"});
+    let cr = serde_yaml::to_string(&cluster).unwrap();
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: example-tls}\n\
+                  data: {ca.crt: Y2E=, tls.crt: Y3J0, tls.key: a2V5}\n";
+    let accepted_line = |file: &str, text: String| {
+        let path = dir.path().join(file);
+        std::fs::write(&path, text).unwrap();
+        let output = conformance(&[
+            path_str(&example_plugin("etcd")),
+            path_str(&path),
+            "--policy",
+            path_str(&example("policy.yaml")),
+        ]);
+        assert_passes(&output, &["answer accepted default/example"]);
+        let line = stdout(&output)
+            .lines()
+            .find(|l| l.starts_with("PASS answer accepted"))
+            .unwrap()
+            .to_string();
+        (line, stderr(&output))
+    };
+    let (without_secret, _) = accepted_line("alone.yaml", cr.clone());
+    assert!(without_secret.contains(": 2 children"), "{without_secret}");
+    let (with_secret, notes) = accepted_line("with-secret.yaml", format!("{secret}---\n{cr}"));
+    assert!(!with_secret.contains(": 2 children"), "{with_secret}");
+    assert!(
+        notes.contains("v1 Secret \"example-tls\" is not a")
+            && notes.contains("read as an object of the cluster"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn a_sample_the_plugin_refuses_fails_as_an_invalid_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("too-big.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: mc}\n\
+         spec: {size: 1000000}\n",
+    )
+    .unwrap();
+    let output = conformance(&[path_str(&example_plugin("memcached")), path_str(&path)]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains(
+            "FAIL answer accepted default/mc: a sample must be a valid \
+             cache.example.com/v1alpha1/Memcached that reconciles"
+        ),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn the_webapp_example_conforms_beside_its_secret() {
+    let output = conformance(&[
+        path_str(&plugin_path("example-plugins", "webapp")),
+        path_str(&example("webapp.yaml")),
+        "--policy",
+        path_str(&example("policy.yaml")),
+    ]);
+    assert_passes(
+        &output,
+        &[
+            "answer accepted default/shop: 5 children",
+            "no state between calls default/shop",
+            "invalid spec refused default/shop (spec is a string)",
+        ],
+    );
+    assert!(!stdout(&output).contains("WARN"), "{}", stdout(&output));
+}

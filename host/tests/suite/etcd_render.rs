@@ -17,9 +17,10 @@ fn write(dir: &tempfile::TempDir, name: &str, document: &Value) -> PathBuf {
 
 fn render(args: &[&str]) -> String {
     let plugin = example_plugin("etcd");
+    let policy = example("policy.yaml");
     let mut all = vec!["render", path_str(&plugin)];
     all.extend(args);
-    all.extend(["--now", NOW]);
+    all.extend(["--now", NOW, "--policy", path_str(&policy)]);
     let output = operator_host(&all);
     assert!(output.status.success(), "{}", stderr(&output));
     stdout(&output)
@@ -49,6 +50,8 @@ fn settled_three(dir: &tempfile::TempDir) -> PathBuf {
         path_str(&example("etcd.yaml")),
         "-o",
         "json",
+        "--policy",
+        path_str(&example("policy.yaml")),
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
     let desired: Value = serde_json::from_slice(&output.stdout).unwrap();

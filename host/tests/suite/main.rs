@@ -7,6 +7,7 @@ mod cli;
 mod conformance;
 mod etcd_render;
 mod guest_languages;
+mod layers;
 mod mysql_render;
 mod pod_security;
 mod policy;

@@ -53,6 +53,8 @@ fn assert_golden(example_name: &str, golden: &str) {
         path_str(&cr),
         "--now",
         NOW,
+        "--policy",
+        path_str(&example("policy.yaml")),
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
     util::assert_golden(&stdout(&output), golden);
@@ -65,6 +67,8 @@ fn render_json(cr: &Path, observed: Option<&Path>) -> Output {
         path_str(cr).to_string(),
         "-o".to_string(),
         "json".to_string(),
+        "--policy".to_string(),
+        path_str(&example("policy.yaml")).to_string(),
     ];
     if let Some(observed) = observed {
         args.extend(["--observed".to_string(), path_str(observed).to_string()]);
@@ -91,11 +95,13 @@ fn the_example_file_renders_its_cluster_and_skips_the_secret() {
         path_str(&example("mysql.yaml")),
         "--now",
         NOW,
+        "--policy",
+        path_str(&example("policy.yaml")),
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
     util::assert_golden(&stdout(&output), "mysql.yaml");
     assert!(
-        stderr(&output).contains("skipped v1 Secret \"mysql-root\""),
+        stderr(&output).contains("v1 Secret \"mysql-root\" is not a mysql.operator-host.dev/v1alpha1/InnoDBCluster: not rendered, read as an object of the cluster"),
         "{}",
         stderr(&output)
     );

@@ -3,12 +3,14 @@
 use crate::util;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use operator_host::runtime::{
     CacheOutcome, CallError, CallPriority, CompiledPlugin, Error, Limits, ReconcileRequest,
-    ReconcileResponse, Runtime, RuntimeConfig, TABLE_ELEMENT_BYTES, Tier,
+    ReconcileResponse, Runtime, RuntimeConfig, TABLE_ELEMENT_BYTES, Tier, WALL_CLOCK_ALLOWANCE,
+    spawn_call, thread_cpu_time,
 };
 use serde_json::{Value, json};
 use util::{attack, runtime_with, test_plugin};
@@ -20,6 +22,13 @@ fn call(limits: Limits, attack_name: &str, count: u64) -> Result<ReconcileRespon
         .expect("the plugin accepts the request"))
 }
 
+/// The CPU time `f` used on this thread (a call runs on its caller's thread), and its result.
+fn cpu_time_of<R>(f: impl FnOnce() -> R) -> (Duration, R) {
+    let started = thread_cpu_time();
+    let result = f();
+    (thread_cpu_time() - started, result)
+}
+
 #[test]
 fn a_guest_that_loops_forever_is_cut_off_at_the_deadline() {
     let limits = Limits {
@@ -27,16 +36,104 @@ fn a_guest_that_loops_forever_is_cut_off_at_the_deadline() {
         ..Limits::default()
     };
     let plugin = runtime_with(limits).load(&test_plugin("hostile")).unwrap();
-    let started = Instant::now();
-    let error = plugin.reconcile(&attack("loop", 0), "test").unwrap_err();
-    let elapsed = started.elapsed();
+    let (cpu_used, result) = cpu_time_of(|| plugin.reconcile(&attack("loop", 0), "test"));
     assert_eq!(
-        error,
+        result.unwrap_err(),
         CallError::Timeout {
             limit: Duration::from_millis(200)
         }
     );
-    assert!(elapsed < Duration::from_millis(400), "took {elapsed:?}");
+    // The deadline plus about one epoch tick, and the instantiation.
+    assert!(
+        cpu_used >= Duration::from_millis(200) && cpu_used < Duration::from_millis(300),
+        "used {cpu_used:?} of CPU"
+    );
+}
+
+#[test]
+fn wall_clock_time_passing_without_cpu_does_not_end_a_call() {
+    let limits = Limits {
+        call_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let runtime = runtime_with(limits);
+    let plugin = runtime.load(&test_plugin("hostile")).unwrap();
+    let calling = Arc::new(AtomicBool::new(true));
+    // Epochs race ahead (a second of ticks per millisecond), as they do for a call the host
+    // has no core for; the call must still get its 300 ms of CPU.
+    let ticker = std::thread::spawn({
+        let (runtime, calling) = (runtime.clone(), calling.clone());
+        move || {
+            while calling.load(Ordering::Relaxed) {
+                runtime.advance_epochs(200);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    let (cpu_used, result) = cpu_time_of(|| plugin.reconcile(&attack("loop", 0), "test"));
+    calling.store(false, Ordering::Relaxed);
+    ticker.join().unwrap();
+    assert_eq!(
+        result.unwrap_err(),
+        CallError::Timeout {
+            limit: Duration::from_millis(300)
+        }
+    );
+    assert!(
+        cpu_used >= Duration::from_millis(300),
+        "stopped after {cpu_used:?} of CPU"
+    );
+}
+
+#[tokio::test]
+async fn a_call_the_host_starves_of_cpu_stops_as_stalled_not_as_the_plugins_timeout() {
+    let limit = Duration::from_millis(20);
+    let limits = Limits {
+        call_timeout: limit,
+        ..Limits::default()
+    };
+    let plugin = Arc::new(runtime_with(limits).load(&test_plugin("hostile")).unwrap());
+    // Two spinning threads per core at the host's priority leave a demoted (SCHED_IDLE)
+    // call almost no CPU until they stop.
+    let spinning = Arc::new(AtomicBool::new(true));
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let spinners: Vec<_> = (0..cores * 2)
+        .map(|_| {
+            let spinning = spinning.clone();
+            std::thread::spawn(move || {
+                while spinning.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    let result = spawn_call(CallPriority::Demoted, {
+        let plugin = plugin.clone();
+        move || plugin.reconcile(&attack("loop", 0), "test")
+    })
+    .await
+    .unwrap();
+    let elapsed = started.elapsed();
+    spinning.store(false, Ordering::Relaxed);
+    for spinner in spinners {
+        spinner.join().unwrap();
+    }
+    let error = result.unwrap_err();
+    assert!(
+        matches!(error, CallError::Stalled { limit: stalled_limit, cpu_used, wall }
+            if stalled_limit == limit && cpu_used < limit && wall == limit * WALL_CLOCK_ALLOWANCE),
+        "{error:?}"
+    );
+    assert!(
+        !error.is_resource_limit(),
+        "a stall is not the plugin's fault"
+    );
+    assert_eq!(plugin.call_priority(), CallPriority::Normal);
+    assert!(
+        elapsed >= limit * WALL_CLOCK_ALLOWANCE,
+        "stopped after {elapsed:?}"
+    );
 }
 
 #[test]
@@ -248,6 +345,20 @@ fn a_component_of_another_contract_is_refused() {
     assert!(detail.contains("its exports: run"), "{detail}");
 }
 
+#[test]
+fn a_component_that_exports_nothing_is_told_how_a_plugin_exports_the_contract() {
+    // What a Rust plugin crate without `export_reconciler!` builds to.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("empty.wasm");
+    std::fs::write(&path, wat::parse_str("(component)").unwrap()).unwrap();
+    let error = load_error(&path);
+    let Error::WrongContract { detail, .. } = &error else {
+        panic!("expected WrongContract, got {error:?}");
+    };
+    assert!(detail.contains("it exports nothing"), "{detail}");
+    assert!(detail.contains("export_reconciler!"), "{detail}");
+}
+
 // --- Memory: one budget for all the memories and tables of a call -------------------------
 
 /// `host/tests/fixtures/many-memories.wat` with its growth and probe knobs set, as bytes.
@@ -261,22 +372,46 @@ fn many_memories_and_table(
     table_elements: u32,
     probe_index_range: bool,
 ) -> Vec<u8> {
-    let path = util::repo_root().join("host/tests/fixtures/many-memories.wat");
-    let text = std::fs::read_to_string(path).unwrap();
-    let knob = |text: String, name: &str, value: u32| {
-        let line = |v: &str| format!("(global ${name} i32 (i32.const {v}))");
-        let default = match name {
-            "main_pages" | "extra_pages" => "640",
-            _ => "0",
-        };
-        assert!(text.contains(&line(default)), "the fixture sets ${name}");
-        text.replace(&line(default), &line(&value.to_string()))
-    };
-    let text = knob(text, "main_pages", main_pages);
-    let text = knob(text, "extra_pages", extra_pages);
-    let text = knob(text, "table_elements", table_elements);
-    let text = knob(text, "probe_index_range", u32::from(probe_index_range));
+    let text = many_memories_text();
+    let text = set_knob(text, "main_pages", main_pages);
+    let text = set_knob(text, "extra_pages", extra_pages);
+    let text = set_knob(text, "table_elements", table_elements);
+    let text = set_knob(text, "probe_index_range", u32::from(probe_index_range));
     wat::parse_str(text).unwrap()
+}
+
+fn many_memories_text() -> String {
+    let path = util::repo_root().join("host/tests/fixtures/many-memories.wat");
+    std::fs::read_to_string(path).unwrap()
+}
+
+/// `text` with the fixture's global `$name` set to `value`.
+fn set_knob(text: String, name: &str, value: u32) -> String {
+    let line = |v: &str| format!("(global ${name} i32 (i32.const {v}))");
+    let default = match name {
+        "main_pages" | "extra_pages" => "640",
+        _ => "0",
+    };
+    assert!(text.contains(&line(default)), "the fixture sets ${name}");
+    text.replace(&line(default), &line(&value.to_string()))
+}
+
+#[test]
+fn a_guest_that_loops_while_instantiating_is_cut_off_at_the_deadline() {
+    let limits = Limits {
+        call_timeout: Duration::from_millis(100),
+        ..Limits::default()
+    };
+    let bytes = wat::parse_str(set_knob(many_memories_text(), "loop_at_start", 1)).unwrap();
+    for (runtime, quick) in both_tiers(&limits) {
+        assert_eq!(
+            reconcile_bytes(&runtime, quick, &bytes).unwrap_err(),
+            CallError::Timeout {
+                limit: limits.call_timeout
+            },
+            "quick: {quick}"
+        );
+    }
 }
 
 const PAGE: usize = 64 << 10;

@@ -53,59 +53,71 @@ fn assert_success(what: &str, output: &Output) {
     );
 }
 
-/// The SDK crate as `cargo package` makes it, unpacked: what crates.io would serve. Made
-/// once per test run (the tests share the target directory it is packaged in).
-fn packaged_sdk() -> &'static Path {
-    static SDK: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    SDK.get_or_init(|| {
+/// The crates a Rust plugin's author takes from crates.io, each with the directory name it is
+/// unpacked under: the SDK, the testing crate, and what the testing crate builds on.
+const PACKAGED: [(&str, &str); 4] = [
+    ("operator-host-sdk", "sdk"),
+    ("operator-host-testing", "testing"),
+    ("operator-host-core", "core"),
+    ("operator-host-contract", "contract"),
+];
+
+/// The [`PACKAGED`] crates as `cargo package` makes them (what crates.io would serve),
+/// unpacked side by side in the returned directory. Made once per test run (the tests share
+/// the target directory they are packaged in).
+fn packaged() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
         let dir = target_dir().join("scaffold-test");
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        package_sdk(&dir)
+        package(&dir);
+        dir
     })
 }
 
-fn package_sdk(dir: &Path) -> PathBuf {
-    let output = cargo(
-        &repo_root(),
-        &[
-            "package",
-            "-p",
-            "operator-host-sdk",
-            "--no-verify",
-            "--allow-dirty",
-            "--offline",
-        ],
-    );
-    assert_success("cargo package -p operator-host-sdk", &output);
+fn package(dir: &Path) {
+    let mut args = vec!["package", "--no-verify", "--allow-dirty", "--offline"];
+    for (name, _) in PACKAGED {
+        args.extend(["-p", name]);
+    }
+    assert_success("cargo package", &cargo(&repo_root(), &args));
     let version = env!("CARGO_PKG_VERSION");
-    let archive = target_dir()
-        .join("package")
-        .join(format!("operator-host-sdk-{version}.crate"));
-    let unpacked = Command::new("tar")
-        .arg("-xzf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(dir)
-        .output()
-        .expect("tar runs");
-    assert_success("unpacking the packaged SDK", &unpacked);
-    dir.join(format!("operator-host-sdk-{version}"))
+    for (name, unpacked_as) in PACKAGED {
+        let archive = target_dir()
+            .join("package")
+            .join(format!("{name}-{version}.crate"));
+        let unpacked = Command::new("tar")
+            .arg("-xzf")
+            .arg(&archive)
+            .arg("-C")
+            .arg(dir)
+            .output()
+            .expect("tar runs");
+        assert_success(&format!("unpacking {name}"), &unpacked);
+        std::fs::rename(dir.join(format!("{name}-{version}")), dir.join(unpacked_as)).unwrap();
+    }
 }
 
 #[test]
-fn the_packaged_sdk_holds_the_contract_and_no_path_outside_it() {
-    let sdk = packaged_sdk();
-    let wit = std::fs::read_to_string(sdk.join("wit/reconciler.wit")).unwrap();
+fn the_packaged_crates_hold_the_contract_and_no_path_outside_them() {
+    let dir = packaged();
+    let wit = std::fs::read_to_string(dir.join("sdk/wit/reconciler.wit")).unwrap();
     assert_eq!(
         wit,
         std::fs::read_to_string(repo_root().join("wit/reconciler.wit")).unwrap(),
         "the packaged WIT is the contract's"
     );
-    let manifest = std::fs::read_to_string(sdk.join("Cargo.toml")).unwrap();
-    assert!(!manifest.contains("workspace = true"), "{manifest}");
-    assert!(!manifest.contains("path = \"../"), "{manifest}");
-    let lib = std::fs::read_to_string(sdk.join("src/lib.rs")).unwrap();
+    for (name, unpacked_as) in PACKAGED {
+        let manifest = std::fs::read_to_string(dir.join(unpacked_as).join("Cargo.toml")).unwrap();
+        assert!(!manifest.contains("workspace = true"), "{name}: {manifest}");
+        assert!(!manifest.contains("path = \"../"), "{name}: {manifest}");
+        assert!(
+            !manifest.contains("wasmtime"),
+            "{name} needs no wasm engine: {manifest}"
+        );
+    }
+    let lib = std::fs::read_to_string(dir.join("sdk/src/lib.rs")).unwrap();
     assert!(
         !lib.contains("\"../../"),
         "the SDK reads nothing outside itself"
@@ -115,7 +127,7 @@ fn the_packaged_sdk_holds_the_contract_and_no_path_outside_it() {
 #[test]
 fn a_scaffolded_plugin_tests_builds_and_renders_against_the_packaged_sdk() {
     let dir = tempfile::tempdir().unwrap();
-    let sdk = packaged_sdk();
+    let packaged = packaged();
     let plugin_dir = dir.path().join("web-app");
     let output = operator_host(&[
         "new",
@@ -123,7 +135,7 @@ fn a_scaffolded_plugin_tests_builds_and_renders_against_the_packaged_sdk() {
         "--dir",
         path_str(&plugin_dir),
         "--sdk-path",
-        path_str(sdk),
+        path_str(&packaged.join("sdk")),
     ]);
     assert_success("operator-host new", &output);
     assert!(
@@ -131,6 +143,15 @@ fn a_scaffolded_plugin_tests_builds_and_renders_against_the_packaged_sdk() {
         "{}",
         stdout(&output)
     );
+    // The testing crate's own dependencies come from crates.io, which does not have them:
+    // the unpacked packages stand in for it.
+    let mut manifest = std::fs::read_to_string(plugin_dir.join("Cargo.toml")).unwrap();
+    manifest.push_str("\n[patch.crates-io]\n");
+    for (name, unpacked_as) in PACKAGED.iter().filter(|(_, dir)| *dir != "testing") {
+        let path = packaged.join(unpacked_as);
+        manifest.push_str(&format!("{name} = {{ path = {:?} }}\n", path_str(&path)));
+    }
+    std::fs::write(plugin_dir.join("Cargo.toml"), manifest).unwrap();
     // The workspace's versions, so the build reuses what the bundled plugins compiled;
     // cargo drops what the plugin does not use.
     std::fs::copy(

@@ -7,8 +7,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::{CustomResource, ResourceExt};
 use operator_host_sdk::{
-    CONTENT_HASH_ANNOTATION, Condition, Desired, Error, Kind, Observed, Reconciler, WorkloadView,
-    content_hash, kind_of, restricted_container_security_context, restricted_pod_security_context,
+    CONTENT_HASH_ANNOTATION, Condition, Desired, Error, Kind, Observed, Reconciler, Rollout,
+    WorkloadView, content_hash, kind_of, restricted_container_security_context,
+    restricted_pod_security_context,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -153,23 +154,23 @@ impl Reconciler for RedisOperator {
             "metadata": {"name": name, "labels": labels},
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}},
         }))?)?;
-        let workload = observed.view::<StatefulSet, WorkloadView>(&name)?;
-        let rollout = workload.as_ref().map(|w| w.rollout_of(&desired));
-        let ready = rollout.as_ref().is_some_and(|r| r.is_complete());
-        let phase = match (&rollout, ready) {
-            (None, _) => "Pending",
-            (Some(_), true) => "Ready",
-            (Some(_), false) => "Rolling",
+        let rollout = observed.rollout_of::<StatefulSet>(&name, &desired)?;
+        let phase = match &rollout {
+            Rollout::Complete => "Ready",
+            Rollout::Pending {
+                reason: "NotCreated",
+                ..
+            } => "Pending",
+            _ => "Rolling",
         };
+        let workload = observed.view::<StatefulSet, WorkloadView>(&name)?;
         desired.status(&RedisStatus {
             phase: phase.into(),
             ready_replicas: workload.and_then(|w| w.status.ready_replicas).unwrap_or(0),
             conditions: vec![Condition::ready_from_phase(
                 phase,
-                ready,
-                rollout
-                    .as_ref()
-                    .map_or("the StatefulSet has not been observed yet", |r| r.message()),
+                rollout.is_complete(),
+                rollout.message(),
                 parent.metadata.generation,
             )],
         })?;

@@ -1,7 +1,7 @@
 //! Native unit tests of the Redis reconcile logic, through the host's own checks.
 
 use super::*;
-use operator_host::testing;
+use operator_host_testing as testing;
 
 fn redis(replicas: i32) -> Redis {
     let mut cr = Redis::new(

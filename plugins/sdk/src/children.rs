@@ -138,6 +138,22 @@ impl Observed {
         self.find::<K>(name).map(decode::<K, T>).transpose()
     }
 
+    /// Where the rollout (or, for a Job, the run) of the spec `desired` holds for the workload
+    /// of type `K` named `name` stands: [`crate::WorkloadView::rollout_of`] of the observed
+    /// one, or pending (reason `NotCreated`) while there is none.
+    pub fn rollout_of<K>(&self, name: &str, desired: &Desired) -> Result<crate::Rollout, Error>
+    where
+        K: k8s_openapi::Resource,
+    {
+        Ok(match self.view::<K, crate::WorkloadView>(name)? {
+            Some(workload) => workload.rollout_of(desired),
+            None => crate::Rollout::Pending {
+                reason: "NotCreated",
+                message: format!("the {} {name:?} is not created yet", K::KIND),
+            },
+        })
+    }
+
     /// Every observed child of type `K`.
     pub fn all<K>(&self) -> Result<Vec<K>, Error>
     where
@@ -257,6 +273,37 @@ impl Desired {
         Ok(self)
     }
 
+    /// Adds `job` as a step the children added after it wait for, run once for each distinct
+    /// `inputs` (whatever its run depends on: the image, the schema version, a config's
+    /// data). The hash of `inputs` goes on the pod template under
+    /// [`crate::CONTENT_HASH_ANNOTATION`], so new inputs make a new template, and the host
+    /// recreates the Job (its template is immutable) instead of reporting `ImmutableField`;
+    /// the same inputs leave the completed Job as it is. The barrier is its `Complete`
+    /// condition; [`crate::WorkloadView::rollout_of`] of the observed Job says whether the
+    /// run of *these* inputs completed (an old Job's completion is `SpecNotApplied`).
+    pub fn run_once<S: Serialize + ?Sized>(
+        &mut self,
+        job: &k8s_openapi::api::batch::v1::Job,
+        inputs: &S,
+    ) -> Result<&mut Self, Error> {
+        let hash = crate::content_hash(inputs)?;
+        let mut job = job.clone();
+        job.spec
+            .get_or_insert_with(Default::default)
+            .template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(crate::CONTENT_HASH_ANNOTATION.to_string(), hash);
+        self.child_with(
+            &job,
+            ChildOptions::new()
+                .recreate()
+                .ready_when_condition("Complete"),
+        )
+    }
+
     /// Sets the status from any serializable value (normally the CR's status type).
     pub fn status<S: Serialize>(&mut self, status: &S) -> Result<&mut Self, Error> {
         self.status = serde_json::to_value(status)
@@ -306,6 +353,36 @@ mod tests {
     use serde_json::json;
 
     use crate::WorkloadView;
+
+    #[test]
+    fn a_run_once_job_is_recreated_behind_a_barrier_and_changes_with_its_inputs() {
+        use k8s_openapi::api::batch::v1::Job;
+        let job = Job {
+            metadata: child_meta("migrate", BTreeMap::new()),
+            ..Default::default()
+        };
+        let template_hash = |desired: &Desired| {
+            desired.children[0]["spec"]["template"]["metadata"]["annotations"]
+                [crate::CONTENT_HASH_ANNOTATION]
+                .clone()
+        };
+        let mut first = Desired::new();
+        first.run_once(&job, &json!({"schema": 3})).unwrap();
+        let options = first.options_of::<Job>("migrate").unwrap();
+        assert_eq!(
+            options,
+            ChildOptions::new()
+                .recreate()
+                .ready_when_condition("Complete")
+        );
+        let mut same = Desired::new();
+        same.run_once(&job, &json!({"schema": 3})).unwrap();
+        let mut next = Desired::new();
+        next.run_once(&job, &json!({"schema": 4})).unwrap();
+        assert_eq!(template_hash(&first), template_hash(&same));
+        assert_ne!(template_hash(&first), template_hash(&next));
+        assert!(template_hash(&first).is_string());
+    }
 
     #[test]
     fn kind_of_reads_group_plural_and_scope() {

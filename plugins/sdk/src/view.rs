@@ -10,7 +10,7 @@
 //! parent's, and the API server assigns it only once the new spec is applied.
 //!
 //! The SDK therefore marks every workload a plugin returns ([`crate::Desired::child`] of a
-//! Deployment, StatefulSet, DaemonSet or ReplicaSet) with [`SPEC_HASH_ANNOTATION`]: a SHA-256
+//! Deployment, StatefulSet, DaemonSet, ReplicaSet or Job) with [`SPEC_HASH_ANNOTATION`]: a SHA-256
 //! of the workload's `spec` exactly as the plugin wrote it (canonical JSON), so the annotation
 //! changes exactly when the desired spec does. The host applies the annotation in the same
 //! server-side apply as the spec, so an observed workload whose annotation equals the hash the
@@ -34,16 +34,22 @@ use sha2::{Digest, Sha256};
 /// `spec` as the plugin wrote it. See the module documentation.
 pub const SPEC_HASH_ANNOTATION: &str = "sdk.operator-host.dev/spec-hash";
 
-/// The kinds whose children get [`SPEC_HASH_ANNOTATION`]: those that roll pods out.
-const WORKLOAD_KINDS: [&str; 4] = ["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"];
+/// The kinds whose children get [`SPEC_HASH_ANNOTATION`] (`apiVersion`, `kind`): those that
+/// roll pods out, and the Job, whose run is of one spec.
+const WORKLOAD_KINDS: [(&str, &str); 5] = [
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet"),
+    ("apps/v1", "ReplicaSet"),
+    ("batch/v1", "Job"),
+];
 
 /// Marks `child` (a JSON object with `apiVersion`, `kind`, `metadata`) with the hash of its
-/// `spec` when it is an `apps/v1` workload with a spec.
+/// `spec` when it is a workload with a spec.
 pub(crate) fn stamp_spec_hash(child: &mut Value) {
-    let is_workload = child["apiVersion"] == "apps/v1"
-        && child["kind"]
-            .as_str()
-            .is_some_and(|kind| WORKLOAD_KINDS.contains(&kind));
+    let is_workload = WORKLOAD_KINDS
+        .iter()
+        .any(|(api_version, kind)| child["apiVersion"] == *api_version && child["kind"] == *kind);
     let Some(spec) = child.get("spec").filter(|_| is_workload) else {
         return;
     };
@@ -84,9 +90,9 @@ pub fn content_hash<T: serde::Serialize + ?Sized>(content: &T) -> Result<String,
     Ok(spec_hash(&value))
 }
 
-/// An observed Deployment or StatefulSet, reduced to what a status needs: its replica
-/// counts, and whether the spec the plugin desires is rolled out (see the module
-/// documentation), for [`crate::Observed::view`].
+/// An observed Deployment, StatefulSet, DaemonSet or Job, reduced to what a status needs: its
+/// replica counts, and whether the spec the plugin desires is rolled out (or, for a Job, has
+/// run to completion; see the module documentation), for [`crate::Observed::view`].
 ///
 /// Strings are borrowed from the observed object; decoding these fields instead of a whole
 /// k8s-openapi type leaves the pod template's deserializers out of the plugin.
@@ -95,7 +101,7 @@ pub fn content_hash<T: serde::Serialize + ?Sized>(content: &T) -> Result<String,
 pub struct WorkloadView<'a> {
     /// `apiVersion`, e.g. `apps/v1`.
     pub api_version: &'a str,
-    /// `kind`: `Deployment` or `StatefulSet` decide which rollout rules apply.
+    /// `kind`: which rollout rules apply.
     pub kind: &'a str,
     /// `metadata`: name, generation, and the SDK's spec hash.
     #[serde(borrow)]
@@ -160,7 +166,7 @@ pub struct RollingUpdateView {
     pub partition: Option<i32>,
 }
 
-/// The status of an observed Deployment or StatefulSet.
+/// The status of an observed workload (the fields of each kind it has).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct WorkloadStatusView<'a> {
@@ -180,18 +186,27 @@ pub struct WorkloadStatusView<'a> {
     /// A StatefulSet's revision of its current spec.
     #[serde(borrow)]
     pub update_revision: Option<&'a str>,
-    /// A Deployment's conditions (`Progressing` says when its progress deadline passed).
+    /// A DaemonSet's nodes that should run its pod.
+    pub desired_number_scheduled: Option<i32>,
+    /// A DaemonSet's nodes running its current pod template.
+    pub updated_number_scheduled: Option<i32>,
+    /// A DaemonSet's nodes whose pod is available.
+    pub number_available: Option<i32>,
+    /// A Deployment's conditions (`Progressing` says when its progress deadline passed), a
+    /// Job's (`Complete`, `Failed`).
     #[serde(borrow)]
     pub conditions: Vec<WorkloadConditionView<'a>>,
 }
 
-/// One of a workload's `status.conditions`: type and reason only.
+/// One of a workload's `status.conditions`: type, status and reason.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct WorkloadConditionView<'a> {
-    /// E.g. `Progressing`, `Available`.
+    /// E.g. `Progressing`, `Available`, `Complete`.
     #[serde(rename = "type")]
     pub type_: &'a str,
+    /// `True`, `False` or `Unknown`.
+    pub status: &'a str,
     /// E.g. `ProgressDeadlineExceeded`.
     #[serde(borrow)]
     pub reason: Option<&'a str>,
@@ -231,6 +246,18 @@ impl Rollout {
             Rollout::Complete => "RolloutComplete",
             Rollout::Pending { reason, .. } | Rollout::Failed { reason, .. } => reason,
         }
+    }
+
+    /// The condition `type_` (`Available`, `MigrationComplete`, ...) of this rollout, of the
+    /// parent's `generation`: `True` when complete, with the rollout's reason and message.
+    pub fn condition(&self, type_: &str, generation: Option<i64>) -> crate::Condition {
+        crate::Condition::new(
+            type_,
+            self.is_complete(),
+            self.reason(),
+            self.message(),
+            generation,
+        )
     }
 
     /// What is awaited, or why it failed; `rolled out` when complete.
@@ -287,12 +314,15 @@ impl<'a> WorkloadView<'a> {
     }
 
     /// The rollout of this workload's own current spec, by `kubectl rollout status`'s rules
-    /// for its kind (Deployment, StatefulSet). It knows nothing of what the plugin desires:
-    /// see [`WorkloadView::rollout_of`].
+    /// for its kind (Deployment, StatefulSet, DaemonSet), or for a Job its run: complete once
+    /// its `Complete` condition holds, failed once its `Failed` one does. It knows nothing of
+    /// what the plugin desires: see [`WorkloadView::rollout_of`].
     pub fn rollout(&self) -> Rollout {
         match self.kind {
             "Deployment" => self.deployment_rollout(),
             "StatefulSet" => self.stateful_set_rollout(),
+            "DaemonSet" => self.daemon_set_rollout(),
+            "Job" => self.job_run(),
             other => Rollout::Failed {
                 reason: "UnsupportedKind",
                 message: format!("no rollout rules for kind {other:?}"),
@@ -355,6 +385,57 @@ impl<'a> WorkloadView<'a> {
             );
         }
         Rollout::Complete
+    }
+
+    /// kubectl's `DaemonSetStatusViewer`.
+    fn daemon_set_rollout(&self) -> Rollout {
+        if !self.spec_observed() {
+            return self.not_observed();
+        }
+        let status = &self.status;
+        let wanted = status.desired_number_scheduled.unwrap_or(0);
+        let updated = status.updated_number_scheduled.unwrap_or(0);
+        let available = status.number_available.unwrap_or(0);
+        if updated < wanted {
+            return Rollout::pending(
+                "RolloutInProgress",
+                format!("{updated} of {wanted} new pods have been updated"),
+            );
+        }
+        if available < wanted {
+            return Rollout::pending(
+                "RolloutInProgress",
+                format!("{available} of {wanted} updated pods are available"),
+            );
+        }
+        Rollout::Complete
+    }
+
+    /// A Job's run (a Job has no observed generation: its spec cannot change once created).
+    fn job_run(&self) -> Rollout {
+        let holds = |type_| {
+            self.status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == type_ && c.status == "True")
+        };
+        if holds("Complete").is_some() {
+            return Rollout::Complete;
+        }
+        if let Some(failed) = holds("Failed") {
+            return Rollout::Failed {
+                reason: "JobFailed",
+                message: format!(
+                    "{} failed ({})",
+                    self.kind_name(),
+                    failed.reason.unwrap_or("no reason given")
+                ),
+            };
+        }
+        Rollout::pending(
+            "JobRunning",
+            format!("waiting for {} to complete", self.kind_name()),
+        )
     }
 
     /// kubectl's `StatefulSetStatusViewer`, with a missing partition read as 0 (the API
@@ -465,6 +546,76 @@ mod tests {
                    "availableReplicas": 2, "readyReplicas": 2}),
         );
         assert_eq!(rollout(&done), Rollout::Complete);
+    }
+
+    #[test]
+    fn a_daemon_set_is_complete_when_every_node_runs_an_available_updated_pod() {
+        let daemon_set = |status: Value| {
+            json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+                   "metadata": {"name": "agent", "generation": 3}, "spec": {}, "status": status})
+        };
+        let done = daemon_set(json!({"observedGeneration": 3, "desiredNumberScheduled": 2,
+            "updatedNumberScheduled": 2, "numberAvailable": 2}));
+        assert_eq!(rollout(&done), Rollout::Complete);
+        let updating = daemon_set(json!({"observedGeneration": 3, "desiredNumberScheduled": 2,
+            "updatedNumberScheduled": 1, "numberAvailable": 2}));
+        assert_eq!(pending_reason(&updating), "RolloutInProgress");
+        let unavailable = daemon_set(json!({"observedGeneration": 3,
+            "desiredNumberScheduled": 2, "updatedNumberScheduled": 2, "numberAvailable": 1}));
+        assert_eq!(pending_reason(&unavailable), "RolloutInProgress");
+        let unobserved = daemon_set(json!({"observedGeneration": 2, "desiredNumberScheduled": 2,
+            "updatedNumberScheduled": 2, "numberAvailable": 2}));
+        assert_eq!(pending_reason(&unobserved), "SpecNotObserved");
+    }
+
+    #[test]
+    fn a_job_is_complete_once_its_complete_condition_holds_and_failed_once_failed_does() {
+        let job = |conditions: Value| {
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "migrate"},
+                   "spec": {}, "status": {"conditions": conditions}})
+        };
+        assert_eq!(pending_reason(&job(json!([]))), "JobRunning");
+        let complete = job(json!([{"type": "Complete", "status": "True"}]));
+        assert_eq!(rollout(&complete), Rollout::Complete);
+        let not_yet = job(json!([{"type": "Complete", "status": "False"}]));
+        assert_eq!(pending_reason(&not_yet), "JobRunning");
+        let failed = job(json!([{"type": "Failed", "status": "True",
+                                 "reason": "BackoffLimitExceeded"}]));
+        let rollout = rollout(&failed);
+        assert_eq!(rollout.reason(), "JobFailed");
+        assert!(
+            rollout.message().contains("BackoffLimitExceeded"),
+            "{rollout:?}"
+        );
+    }
+
+    #[test]
+    fn an_old_jobs_completion_is_not_the_desired_jobs() {
+        use k8s_openapi::api::batch::v1::{Job, JobSpec};
+        let job = |command: &str| Job {
+            metadata: child_meta("migrate", Default::default()),
+            spec: Some(JobSpec {
+                template: k8s_openapi::api::core::v1::PodTemplateSpec {
+                    metadata: Some(child_meta(
+                        "migrate",
+                        [("run".into(), command.into())].into(),
+                    )),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut old = Desired::new();
+        old.child(&job("v1")).unwrap();
+        let mut observed = old.children[0].clone();
+        observed["status"] = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+        let view = WorkloadView::deserialize(&observed).unwrap();
+        assert_eq!(view.rollout_of(&old), Rollout::Complete);
+        // The plugin now wants the Job of new inputs: the old one's completion says nothing.
+        let mut new = Desired::new();
+        new.child(&job("v2")).unwrap();
+        assert_eq!(view.rollout_of(&new).reason(), "SpecNotApplied");
     }
 
     #[test]
@@ -633,10 +784,10 @@ mod tests {
 
     #[test]
     fn kinds_without_rollout_rules_are_not_complete() {
-        let daemon_set = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
-                                "metadata": {"name": "x", "generation": 1},
-                                "status": {"observedGeneration": 1}});
-        assert_eq!(rollout(&daemon_set).reason(), "UnsupportedKind");
+        let replica_set = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                 "metadata": {"name": "x", "generation": 1},
+                                 "status": {"observedGeneration": 1}});
+        assert_eq!(rollout(&replica_set).reason(), "UnsupportedKind");
     }
 
     fn desired_deployment(image: &str) -> Desired {

@@ -1,9 +1,6 @@
 //! The plugin's answers through the host's checks: options, stages and their order.
 
-use operator_host::plan::Plan;
-use operator_host::policy::Policy;
-use operator_host::runtime::{DeletePolicy, UpdateStrategy};
-use operator_host::testing;
+use operator_host_testing::{self as testing, DeletePolicy, Plan, Policy, UpdateStrategy};
 use serde_json::{Value, json};
 
 use super::*;

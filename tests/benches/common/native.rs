@@ -22,7 +22,7 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
-use operator_host::plan::{MANAGED_BY, MANAGED_BY_LABEL, PARENT_UID_LABEL, PLUGIN_LABEL};
+use operator_host::labels::{MANAGED_BY, MANAGED_BY_LABEL, PARENT_UID_LABEL, PLUGIN_LABEL};
 use operator_host_sdk::{Desired, Observed};
 use serde::Serialize;
 use serde::de::DeserializeOwned;

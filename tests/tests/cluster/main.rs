@@ -38,3 +38,4 @@ mod stale_cache;
 mod start_stop;
 mod status_truth;
 mod unobserved_state;
+mod webapp;

@@ -211,7 +211,7 @@ fn printed_roles(objects: &[Value], name: String) -> (ClusterRole, Vec<Role>, St
             name: lease,
             sharded: args.iter().any(|a| a == "--shard"),
         }),
-        plugins_from_cluster: Some(namespace),
+        plugins_from_cluster: Some(operator_host::operator_plugin::rbac_grants(namespace)),
     };
     let policy = base_policy(&base_dir());
     let printed = rbac::to_yaml(

@@ -114,7 +114,7 @@ async fn observe_mode_writes_nothing_but_the_drift() {
         .filter_map(|entry| entry.manager)
         .collect();
     assert!(
-        !managers.contains(&operator_host::controller::FIELD_MANAGER.to_string()),
+        !managers.contains(&operator_host::labels::FIELD_MANAGER.to_string()),
         "{managers:?}"
     );
     assert!(managed_children(&ns, "").await.0.is_empty());

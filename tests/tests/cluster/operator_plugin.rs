@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use operator_host::plugin::Plugin;
-use operator_host_tests::devcluster::{TestNamespace, wait_for};
+use operator_host_tests::devcluster::{TestNamespace, kubectl, wait_for};
 use operator_host_tests::election::plugin_dir;
 use operator_host_tests::host::{plugin_path, runtime};
 use operator_host_tests::memcached::{
@@ -176,6 +176,18 @@ async fn an_operator_plugin_is_pulled_swapped_and_kept_serving_through_registry_
     let status = wait_status(&api, &v1_digest, true, "v1 serving").await;
     assert_eq!(status["plugin"], "memcached");
     assert_eq!(status["shortDigest"], v1_digest[7..19]);
+    // `kubectl get` says what serves and how, not True or False.
+    let shown = kubectl()
+        .args(["get", "operatorplugin", "memcached", "--no-headers"])
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&shown.stdout).to_string();
+    let columns: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        columns[1..4],
+        [&v1_digest[7..19], "0.1.0", "Serving"],
+        "{line}"
+    );
 
     let parents = Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
     let names: Vec<String> = (0..5).map(|i| format!("m-{i}")).collect();

@@ -10,7 +10,7 @@ use operator_host_tests::devcluster::{TestNamespace, kubectl, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::hostile::attack_resource;
 use operator_host_tests::memcached::{
-    create, memcached_resource, patch_spec, reconciled_condition,
+    condition, create, memcached_resource, patch_spec, reconciled_condition,
 };
 use serde_json::json;
 
@@ -317,20 +317,24 @@ async fn an_invalid_spec_is_reported_and_leaves_the_children_as_they_were(plugin
     let before = deployments.get("cache").await.unwrap();
     // The CRD schema accepts any string; the plugin rejects an image with whitespace.
     patch_spec(&api, "cache", json!({"image": "not an image"})).await;
-    let condition = wait_for("Reconciled=False", TIMEOUT, || async {
+    let reconciled = wait_for("Reconciled=False", TIMEOUT, || async {
         let condition = reconciled_condition(&api.get("cache").await?);
         Ok((condition["status"] == "False").then_some(condition))
     })
     .await
     .unwrap();
-    assert_eq!(condition["reason"], "InvalidSpec");
+    assert_eq!(reconciled["reason"], "InvalidSpec");
     assert!(
-        condition["message"]
+        reconciled["message"]
             .as_str()
             .unwrap()
             .contains("spec.image"),
-        "{condition}"
+        "{reconciled}"
     );
+    // The plugin's Available was about the previous spec: it is not claimed of this one.
+    let available = condition(&api.get("cache").await.unwrap(), "Available");
+    assert_eq!(available["status"], "Unknown", "{available}");
+    assert_eq!(available["reason"], "InvalidSpec", "{available}");
     let events: Api<Event> = ns.api();
     let warnings = events
         .list(&ListParams::default().fields("involvedObject.name=cache,type=Warning"))
@@ -352,6 +356,9 @@ async fn an_invalid_spec_is_reported_and_leaves_the_children_as_they_were(plugin
             .unwrap()
             .is_some()
     );
+    // A valid spec again: the plugin's conditions are its own again.
+    patch_spec(&api, "cache", json!({"image": null})).await;
+    wait_ready(&api, "cache", 1).await;
     host.stop().await;
     ns.cleanup().await.unwrap();
 }

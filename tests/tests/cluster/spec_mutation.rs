@@ -532,7 +532,7 @@ fn plan_for(
 ) -> Result<plan::Plan, PlanError> {
     let parent = serde_json::to_value(parent).unwrap();
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    plan::plan(&scenario.plugin, &parent, observed, Vec::new(), &now)
+    scenario.plugin.plan(&parent, observed, Vec::new(), &now)
 }
 
 /// The last lines of the host's log.

@@ -39,11 +39,13 @@ use serde_json::Value;
 use super::parent_state::{ChildChurn, lock, state_key};
 use super::status::{hash_parent_inputs, value_hash};
 use super::{Error, PluginContext, child_reference, publish, spend_write};
-use crate::controller::{FIELD_MANAGER, api_for};
+use crate::api::api_for;
 use crate::faults;
+use crate::kinds::Kind;
+use crate::labels::FIELD_MANAGER;
 use crate::metrics::KindLabels;
 use crate::plan::{Plan, PlannedChild, describe_wait, differing_fields, holds, is_ready, project};
-use crate::plugin::{KindRef, Plugin};
+use crate::plugin::Plugin;
 use crate::runtime::UpdateStrategy;
 
 /// How one apply changed a child, as its event says.
@@ -265,8 +267,8 @@ pub(super) fn churn_inputs(
     let managed = |object: &str| {
         let object: Value = serde_json::from_str(object).unwrap_or(Value::Null);
         let labels = &object["metadata"]["labels"];
-        labels[crate::plan::MANAGED_BY_LABEL] == crate::plan::MANAGED_BY
-            && labels[crate::plan::PLUGIN_LABEL] == plugin
+        labels[crate::labels::MANAGED_BY_LABEL] == crate::labels::MANAGED_BY
+            && labels[crate::labels::PLUGIN_LABEL] == plugin
     };
     for related in related {
         related.name.hash(&mut hasher);
@@ -353,7 +355,7 @@ async fn recreate(
     plugin: &Plugin,
     parent: &DynamicObject,
     api: &Api<DynamicObject>,
-    kind: &KindRef,
+    kind: &Kind,
     existing: &Value,
     refusal: &str,
 ) -> Result<(), Error> {
@@ -485,7 +487,7 @@ async fn ensure_parent_current(
 /// of someone else's is [`Error::NotOwned`].
 async fn read_owned(
     api: &Api<DynamicObject>,
-    kind: &KindRef,
+    kind: &Kind,
     name: &str,
     parent: &DynamicObject,
 ) -> Result<Option<Value>, Error> {
@@ -513,7 +515,7 @@ async fn apply_believing(
     plugin: &Plugin,
     parent: &DynamicObject,
     api: &Api<DynamicObject>,
-    kind: &KindRef,
+    kind: &Kind,
     child: &Value,
     believed: Option<&Value>,
 ) -> Result<Value, Error> {

@@ -27,10 +27,13 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
-use super::{ChildCache, PluginContext, api_for};
+use super::{ChildCache, PluginContext};
+use crate::api::api_for;
+use crate::kinds::Kind;
+use crate::labels::managed_children_selector;
 use crate::metrics::{PluginLabels, ResultLabels, VersionResultLabels, WriteLabels};
 use crate::plan::{self, Plan, PlanError};
-use crate::plugin::{KindRef, Plugin};
+use crate::plugin::Plugin;
 use finalizer::DeletionStep;
 use parent_state::{forget, record_success};
 
@@ -701,7 +704,7 @@ async fn live_related_objects(
     plugin: &Plugin,
 ) -> Result<Vec<crate::runtime::RelatedObjects>, Error> {
     let namespace = parent["metadata"]["namespace"].as_str();
-    let mut listed: Vec<(&KindRef, Vec<Value>)> = Vec::new();
+    let mut listed: Vec<(&Kind, Vec<Value>)> = Vec::new();
     for related in &plugin.decl.related {
         if listed.iter().any(|(kind, _)| **kind == related.kind) {
             continue;
@@ -750,8 +753,8 @@ async fn live_children(
 ) -> Result<Vec<Value>, Error> {
     let selector = format!(
         "{},{}={uid}",
-        super::managed_children_selector(&plugin.decl.name),
-        crate::plan::PARENT_UID_LABEL
+        managed_children_selector(&plugin.decl.name),
+        crate::labels::PARENT_UID_LABEL
     );
     let mut observed = Vec::new();
     for kind in &plugin.policy.allowed_children(&plugin.decl) {
@@ -814,7 +817,7 @@ async fn call_plan(
 ) -> Result<Plan, Error> {
     let call_plugin = plugin.clone();
     let plan = call_in_slot(ctx, plugin, move || {
-        plan::plan(&call_plugin, &parent, &observed, related, &now_rfc3339())
+        call_plugin.plan(&parent, &observed, related, &now_rfc3339())
     })
     .await?;
     Ok(plan?)
@@ -872,7 +875,7 @@ pub(crate) fn event(
 
 /// A child of `kind` as an event's related object.
 fn child_reference(
-    kind: &crate::plugin::KindRef,
+    kind: &crate::kinds::Kind,
     namespace: &str,
     name: &str,
     uid: &str,

@@ -18,7 +18,7 @@ use super::{
     Error, PluginContext, call_plan, now_rfc3339, observed_children, parent_key, related_objects,
     status,
 };
-use crate::controller::api_for;
+use crate::api::api_for;
 use crate::metrics::PluginLabels;
 use crate::plan::{self, PlanError};
 use crate::plugin::Plugin;
@@ -157,7 +157,8 @@ fn without_host_metadata(object: &Value) -> Value {
     for field in ["labels", "annotations"] {
         if let Some(map) = metadata[field].as_object_mut() {
             map.retain(|key, _| {
-                !key.starts_with(plan::RESERVED_PREFIX) && key != plan::MANAGED_BY_LABEL
+                !key.starts_with(crate::labels::RESERVED_PREFIX)
+                    && key != crate::labels::MANAGED_BY_LABEL
             });
             if map.is_empty()
                 && let Some(metadata) = metadata.as_object_mut()

@@ -11,12 +11,11 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::{Error, PluginContext, child_reference, publish, spend_write};
-use crate::controller::api_for;
+use crate::api::api_for;
 use crate::faults;
+use crate::labels::{MANAGED_BY_LABEL, ON_PRUNE_ANNOTATION, PARENT_UID_LABEL, PLUGIN_LABEL};
 use crate::metrics::KindLabels;
-use crate::plan::{
-    MANAGED_BY_LABEL, ON_PRUNE_ANNOTATION, PARENT_UID_LABEL, PLUGIN_LABEL, Plan, PruneTarget,
-};
+use crate::plan::{Plan, PruneTarget};
 use crate::plugin::Plugin;
 use crate::runtime::DeletePolicy;
 

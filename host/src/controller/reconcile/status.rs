@@ -10,8 +10,9 @@ use serde_json::{Value, json};
 
 use super::parent_state::{lock, state_key};
 use super::{Error, PluginContext, now_rfc3339, parent_key, publish, spend_write};
-use crate::controller::{FIELD_MANAGER, api_for};
+use crate::api::api_for;
 use crate::faults;
+use crate::labels::FIELD_MANAGER;
 use crate::plan;
 use crate::plugin::Plugin;
 use crate::policy::Effective;

@@ -1,25 +1,55 @@
 //! A plugin's logic run natively through the host's own checks, for the plugin's `cargo test`.
 //!
+//! This crate is what a plugin author adds as a dev-dependency: the host's validation and
+//! policy (`operator-host-core` without its `runtime` feature) and the SDK, and nothing of the
+//! wasm engine, kube's client or the controller, so a new plugin's first `cargo test` compiles
+//! little beyond what the plugin itself needs.
+//!
 //! `render` and `run` validate what a plugin answers (the declaration, each child's kind,
 //! name and metadata, the status) and check it against the policy. A plugin author wants
 //! those failures from `cargo test`, before building the component: [`reconcile`] calls the
 //! plugin's [`Reconciler`] natively with the request the host would send and passes its answer
-//! through the same [`plan_from_response`](crate::plan::plan_from_response) and
+//! through the same [`plan_from_response`](operator_host_core::plan::plan_from_response) and
 //! [`Policy::check`] as the host.
+
+//!
+//! ```
+//! use memcached::{DEFAULT_IMAGE, DEFAULT_PORT, Memcached, MemcachedOperator, MemcachedSpec};
+//! use operator_host_testing::{self as testing, Policy};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/policy.yaml");
+//! let policy = Policy::load(file.as_ref())?;
+//! let spec = MemcachedSpec {
+//!     size: 2,
+//!     image: DEFAULT_IMAGE.into(),
+//!     container_port: DEFAULT_PORT,
+//!     resources: None,
+//! };
+//! let parent = Memcached::new("mc", spec);
+//! let plan = testing::reconcile::<MemcachedOperator>(&parent, &[], Some(&policy))?;
+//! assert_eq!(plan.apply.len(), 2); // a Deployment and a Service, as the host would apply them
+//! assert!(testing::warnings(&plan).is_empty());
+//! # Ok(())
+//! # }
+//! ```
 
 use std::path::Path;
 
+use operator_host_contract::{
+    Child, FieldValue, GroupVersionKind, PluginInfo, ReconcileResponse, RelatedResource,
+    RelatedSelector, SecretView,
+};
+use operator_host_core::declaration::{self, Declaration};
+use operator_host_core::related;
 use operator_host_sdk::Reconciler;
 use operator_host_sdk::bindings::operator_host::reconciler::types as guest;
 use serde_json::Value;
 
-use crate::plan::{self, Plan, PlanError};
-use crate::plugin::{self, Declaration};
-use crate::policy::{self, Policy};
-use crate::runtime::{
-    Child, DeletePolicy, FieldValue, GroupVersionKind, PluginInfo, Readiness, ReconcileResponse,
-    RelatedResource, RelatedSelector, SecretView, UpdateStrategy,
-};
+// What a test reads a plan with, and the policy it checks against.
+pub use operator_host_contract::{DeletePolicy, Readiness, UpdateStrategy};
+pub use operator_host_core::plan::{self, Plan, PlanError, PlannedChild, PruneTarget};
+pub use operator_host_core::policy::{self, Policy};
 
 /// The time conditions are stamped with: plans made here do not depend on the clock.
 pub const NOW: &str = "2026-01-01T00:00:00Z";
@@ -28,13 +58,25 @@ pub const NOW: &str = "2026-01-01T00:00:00Z";
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Declaration(#[from] plugin::Error),
+    Declaration(#[from] declaration::Error),
     #[error(transparent)]
     Admission(#[from] policy::Error),
     #[error("the parent does not serialize: {0}")]
     EncodeParent(serde_json::Error),
     #[error(transparent)]
     Plan(#[from] PlanError),
+}
+
+impl Error {
+    /// The reason of the `Reconciled=False` condition the parent would show (`InvalidSpec`,
+    /// `InvalidPluginOutput`, `PolicyViolation`, ...); `None` for an error that would keep
+    /// the host from loading the plugin at all (its declaration, or the policy refusing it).
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            Error::Plan(error) => Some(error.reason()),
+            Error::Declaration(_) | Error::Admission(_) | Error::EncodeParent(_) => None,
+        }
+    }
 }
 
 /// The plan the host would make of `R`'s answer for `parent` with `observed` children
@@ -69,19 +111,13 @@ where
     let decl = declaration::<R>()?;
     policy.admit(&decl)?;
     let mut parent = serde_json::to_value(parent).map_err(Error::EncodeParent)?;
-    if parent["metadata"]["namespace"].as_str().is_none() && parent["metadata"].is_object() {
-        parent["metadata"]["namespace"] = "default".into();
-    }
-    let related = crate::related::objects_for(&decl.related, &parent, |_| {
+    related::default_namespace(&mut parent);
+    let related = related::objects_for(&decl.related, &parent, |_| {
         others
             .iter()
             .cloned()
             .map(|mut other| {
-                if other["metadata"]["namespace"].as_str().is_none()
-                    && other["metadata"].is_object()
-                {
-                    other["metadata"]["namespace"] = "default".into();
-                }
+                related::default_namespace(&mut other);
                 other
             })
             .collect()
@@ -115,8 +151,15 @@ where
     Ok(plan)
 }
 
+/// The warnings `render` and `conformance` print for `plan`: a Service, PodDisruptionBudget
+/// or workload whose selector takes in another child's pods (see
+/// [`operator_host_core::selectors`]). `assert!(warnings(&plan).is_empty())` in a test.
+pub fn warnings(plan: &Plan) -> Vec<String> {
+    operator_host_core::selectors::overlaps(plan.objects())
+}
+
 /// `R`'s `info`, validated as the host validates a loaded plugin's.
-pub fn declaration<R: Reconciler>() -> Result<Declaration, plugin::Error> {
+pub fn declaration<R: Reconciler>() -> Result<Declaration, declaration::Error> {
     let info = operator_host_sdk::__private::info::<R>("0.0.0");
     let info = PluginInfo {
         name: info.name,

@@ -1,29 +1,142 @@
-//! The kinds of the Kubernetes release the host is built for (k8s-openapi's types), and the
-//! rule that a plugin's declared kind must name one of them exactly as the API server serves
-//! it: a plural or a scope of the plugin's own choosing would send the host's requests (and
-//! `operator-host rbac`'s grants) to another resource than the one the policy judged.
+//! The host's one kind type ([`Kind`], and [`KindName`] for a kind a policy names), the kinds
+//! of the Kubernetes release the host is built for (k8s-openapi's types), and the rule that a
+//! plugin's declared kind must name one of them exactly as the API server serves it: a plural
+//! or a scope of the plugin's own choosing would send the host's requests (and `operator-host
+//! rbac`'s grants) to another resource than the one the policy judged.
 
 use std::any::TypeId;
 use std::sync::OnceLock;
 
 use k8s_openapi::{NamespaceResourceScope, Resource};
 
-/// How the release serves one kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BuiltinKind {
-    pub group: &'static str,
-    pub version: &'static str,
-    pub kind: &'static str,
-    pub plural: &'static str,
+use crate::contract::GroupVersionKind;
+use crate::names::check_dns_subdomain;
+
+/// A Kubernetes kind: its group, version and kind, with the plural and scope the API server
+/// serves it under. The one kind type of the host, from the contract's `group-version-kind` to
+/// the policy.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Kind {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
     pub namespaced: bool,
 }
 
-fn builtin<T: Resource + 'static>() -> BuiltinKind {
-    BuiltinKind {
-        group: T::GROUP,
-        version: T::VERSION,
-        kind: T::KIND,
-        plural: T::URL_PATH_SEGMENT,
+impl Kind {
+    /// `apiVersion` as written in objects.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Whether `object` (JSON) is of this kind.
+    pub fn matches(&self, object: &serde_json::Value) -> bool {
+        object["kind"].as_str() == Some(self.kind.as_str())
+            && object["apiVersion"].as_str() == Some(self.api_version().as_str())
+    }
+
+    /// `object` as a plugin is shown it: JSON with this kind's `apiVersion` and `kind`, which
+    /// the objects of a LIST or a watch cache lack. `None` if it cannot be serialized.
+    pub fn to_json(&self, object: &kube::core::DynamicObject) -> Option<serde_json::Value> {
+        let mut value = serde_json::to_value(object).ok()?;
+        value["apiVersion"] = self.api_version().into();
+        value["kind"] = self.kind.clone().into();
+        Some(value)
+    }
+
+    /// Whether `other` is the same kind, whatever the version: the same objects, served under
+    /// several API versions.
+    pub fn same_kind(&self, other: &Kind) -> bool {
+        self.group == other.group && self.kind == other.kind
+    }
+
+    /// The kube-rs dynamic API resource of this kind.
+    pub fn api_resource(&self) -> kube::core::ApiResource {
+        kube::core::ApiResource {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            api_version: self.api_version(),
+            kind: self.kind.clone(),
+            plural: self.plural.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.api_version(), self.kind)
+    }
+}
+
+impl From<GroupVersionKind> for Kind {
+    fn from(gvk: GroupVersionKind) -> Self {
+        Kind {
+            group: gvk.group,
+            version: gvk.version,
+            kind: gvk.kind,
+            plural: gvk.plural,
+            namespaced: gvk.namespaced,
+        }
+    }
+}
+
+/// A kind as a policy names it: `group/version/Kind`, or `version/Kind` in the core group;
+/// without the plural and scope a [`Kind`] has, which a policy's text does not give.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindName {
+    group: String,
+    version: String,
+    kind: String,
+}
+
+impl KindName {
+    pub(crate) fn parse(text: &str) -> Option<KindName> {
+        let parts: Vec<&str> = text.split('/').collect();
+        let (group, version, kind) = match parts.as_slice() {
+            [version, kind] => ("", *version, *kind),
+            [group, version, kind] => (*group, *version, *kind),
+            _ => return None,
+        };
+        let group_ok = group.is_empty() || check_dns_subdomain(group).is_ok();
+        let version_ok = version.starts_with('v')
+            && version
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        let kind_ok = kind.starts_with(|c: char| c.is_ascii_uppercase())
+            && kind.bytes().all(|b| b.is_ascii_alphanumeric());
+        (group_ok && version_ok && kind_ok).then(|| KindName {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+        })
+    }
+
+    pub fn matches(&self, kind: &Kind) -> bool {
+        self.group == kind.group && self.version == kind.version && self.kind == kind.kind
+    }
+}
+
+impl std::fmt::Display for KindName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}/{}", self.version, self.kind)
+        } else {
+            write!(f, "{}/{}/{}", self.group, self.version, self.kind)
+        }
+    }
+}
+
+fn builtin<T: Resource + 'static>() -> Kind {
+    Kind {
+        group: T::GROUP.into(),
+        version: T::VERSION.into(),
+        kind: T::KIND.into(),
+        plural: T::URL_PATH_SEGMENT.into(),
         namespaced: TypeId::of::<T::Scope>() == TypeId::of::<NamespaceResourceScope>(),
     }
 }
@@ -35,8 +148,8 @@ macro_rules! builtin_kinds {
 }
 
 /// Every kind of the release's API groups (subresources excluded).
-pub fn builtin_kinds() -> &'static [BuiltinKind] {
-    static KINDS: OnceLock<Vec<BuiltinKind>> = OnceLock::new();
+pub fn builtin_kinds() -> &'static [Kind] {
+    static KINDS: OnceLock<Vec<Kind>> = OnceLock::new();
     KINDS.get_or_init(|| {
         builtin_kinds![
             k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
@@ -139,7 +252,7 @@ pub fn is_builtin_group(group: &str) -> bool {
 }
 
 /// The release's kind `group/version/kind`, if it has one.
-pub fn lookup(group: &str, version: &str, kind: &str) -> Option<&'static BuiltinKind> {
+pub fn lookup(group: &str, version: &str, kind: &str) -> Option<&'static Kind> {
     builtin_kinds()
         .iter()
         .find(|k| k.group == group && k.version == version && k.kind == kind)
@@ -189,7 +302,7 @@ pub fn check_builtin(
                 "declared as {} {kind} with plural {plural:?}, which the API server serves as \
                  {} {} (Kubernetes {} has no {} {kind})",
                 api_version(version),
-                api_version(other.version),
+                api_version(&other.version),
                 other.kind,
                 release(),
                 api_version(version),
@@ -212,12 +325,12 @@ mod tests {
     fn the_table_holds_the_release_kinds_with_their_plurals_and_scopes() {
         let config_map = lookup("", "v1", "ConfigMap").unwrap();
         assert_eq!(
-            (config_map.plural, config_map.namespaced),
+            (config_map.plural.as_str(), config_map.namespaced),
             ("configmaps", true)
         );
         let binding = lookup("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding").unwrap();
         assert_eq!(
-            (binding.plural, binding.namespaced),
+            (binding.plural.as_str(), binding.namespaced),
             ("clusterrolebindings", false)
         );
         assert_eq!(

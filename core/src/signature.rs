@@ -12,6 +12,11 @@ use p256::pkcs8::{
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+/// `sha256:<hex>` of `bytes`.
+pub fn sha256_digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
 /// The media type of a signature layer: its blob is the payload.
 pub const PAYLOAD_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
 /// The layer annotation holding the base64 DER signature of the payload.
@@ -269,7 +274,7 @@ pub fn verify(signatures: &[Stored], keys: &[PublicKey], digest: &str) -> Result
 pub fn signature_manifest(signatures: &[Stored]) -> (Vec<u8>, Vec<u8>) {
     let digests: Vec<String> = signatures
         .iter()
-        .map(|s| crate::oci::sha256_digest(&s.payload))
+        .map(|s| sha256_digest(&s.payload))
         .collect();
     let history = vec![r#"{"created":"0001-01-01T00:00:00Z"}"#; signatures.len()].join(",");
     let diff_ids = digests
@@ -296,7 +301,7 @@ pub fn signature_manifest(signatures: &[Stored]) -> (Vec<u8>, Vec<u8>) {
     let manifest = format!(
         r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","size":{},"digest":"{}"}},"layers":[{layers}]}}"#,
         config.len(),
-        crate::oci::sha256_digest(config.as_bytes()),
+        sha256_digest(config.as_bytes()),
     );
     (config.into_bytes(), manifest.into_bytes())
 }

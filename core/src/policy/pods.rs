@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::{Effective, SecretReferences, ServiceAccountReferences, pod_security};
-use crate::plugin::KindRef;
+use crate::kinds::Kind;
 
 /// One pod template of a child: where it is, and its metadata and spec.
 #[derive(Debug)]
@@ -36,7 +36,7 @@ impl Template<'_> {
 /// The pod templates of `child` (a Pod; a PodTemplate; the `spec.template` of a Deployment,
 /// StatefulSet, DaemonSet, ReplicaSet, ReplicationController or Job; a CronJob's
 /// `spec.jobTemplate.spec.template`). Other kinds have none that the host knows of.
-pub fn templates<'a>(kind: &KindRef, child: &'a Value) -> Vec<Template<'a>> {
+pub fn templates<'a>(kind: &Kind, child: &'a Value) -> Vec<Template<'a>> {
     let path = match (kind.group.as_str(), kind.kind.as_str()) {
         ("", "Pod") => "",
         ("", "PodTemplate") => "template",

@@ -1,28 +1,28 @@
 //! Unit tests of the policy: parsing, every validation error, defaults, each check.
 
 use super::*;
-use crate::plan::PlannedChild;
-use crate::runtime::UpdateStrategy;
+use crate::contract::UpdateStrategy;
+use crate::plan::{PlannedChild, check_child};
 use crate::test_support::{kind, memcached_declaration};
 use serde_json::json;
 
-fn declaration(children: Vec<KindRef>) -> Declaration {
+fn declaration(children: Vec<Kind>) -> Declaration {
     memcached_declaration(children)
 }
 
-fn deployment_kind() -> KindRef {
+fn deployment_kind() -> Kind {
     kind("apps", "v1", "Deployment", "deployments")
 }
-fn service_kind() -> KindRef {
+fn service_kind() -> Kind {
     kind("", "v1", "Service", "services")
 }
-fn secret_kind() -> KindRef {
+fn secret_kind() -> Kind {
     kind("", "v1", "Secret", "secrets")
 }
-fn role_kind() -> KindRef {
+fn role_kind() -> Kind {
     kind("rbac.authorization.k8s.io", "v1", "Role", "roles")
 }
-fn service_account_kind() -> KindRef {
+fn service_account_kind() -> Kind {
     kind("", "v1", "ServiceAccount", "serviceaccounts")
 }
 
@@ -568,7 +568,7 @@ fn every_workload_kind_has_its_pod_template_checked() {
     }
 }
 
-fn kind_ref(group: &str, version: &str, kind_name: &str) -> KindRef {
+fn kind_ref(group: &str, version: &str, kind_name: &str) -> Kind {
     kind(
         group,
         version,

@@ -1,10 +1,11 @@
 //! Fixtures shared by the library's unit tests: kinds and a Memcached declaration.
 
-use crate::plugin::{Declaration, KindRef};
+use crate::declaration::Declaration;
+use crate::kinds::Kind;
 
 /// A namespaced kind.
-pub fn kind(group: &str, version: &str, kind: &str, plural: &str) -> KindRef {
-    KindRef {
+pub fn kind(group: &str, version: &str, kind: &str, plural: &str) -> Kind {
+    Kind {
         group: group.into(),
         version: version.into(),
         kind: kind.into(),
@@ -14,7 +15,7 @@ pub fn kind(group: &str, version: &str, kind: &str, plural: &str) -> KindRef {
 }
 
 /// The Memcached plugin's parent kind.
-pub fn memcached_kind() -> KindRef {
+pub fn memcached_kind() -> Kind {
     kind("cache.example.com", "v1alpha1", "Memcached", "memcacheds")
 }
 
@@ -24,7 +25,7 @@ pub fn memcached_resource() -> kube::core::ApiResource {
 }
 
 /// A declaration of plugin `memcached` with these `children`, without a finalizer or CRD.
-pub fn memcached_declaration(children: Vec<KindRef>) -> Declaration {
+pub fn memcached_declaration(children: Vec<Kind>) -> Declaration {
     Declaration {
         name: "memcached".into(),
         version: "0.1.0".into(),

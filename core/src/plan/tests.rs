@@ -1,8 +1,8 @@
 //! Unit tests of the plan: validation, ownership, ordering and status merging.
 
 use super::*;
-use crate::plugin::Declaration;
-use crate::runtime::{Child, DeletePolicy};
+use crate::contract::{Child, DeletePolicy};
+use crate::declaration::Declaration;
 use crate::test_support::{kind, memcached_declaration};
 use serde_json::json;
 
@@ -284,6 +284,83 @@ fn failure_status_keeps_the_previous_status() {
     assert_eq!(status["observedGeneration"], 3);
     assert_eq!(status["conditions"][0]["reason"], "InvalidSpec");
     assert_eq!(status["conditions"][0]["status"], "False");
+}
+
+/// A parent of generation 4 whose plugin last answered for generation 3, `Available`.
+fn parent_answered_for_generation_3() -> Value {
+    let mut parent = parent();
+    parent["status"] = json!({
+        "observedGeneration": 3,
+        "readyReplicas": 1,
+        "conditions": [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+             "message": "1 of 1 ready", "lastTransitionTime": "2025-01-01T00:00:00Z"},
+            {"type": "Reconciled", "status": "True", "reason": "ReconcileSucceeded",
+             "observedGeneration": 3, "lastTransitionTime": "2025-01-01T00:00:00Z"},
+        ],
+    });
+    parent
+}
+
+#[test]
+fn a_refused_spec_makes_the_conditions_of_the_previous_one_unknown() {
+    let parent = parent_answered_for_generation_3();
+    let status = failure_status(&parent, "InvalidSpec", "spec.image: empty", "now");
+    let conditions = status["conditions"].as_array().unwrap();
+    let available = conditions
+        .iter()
+        .find(|c| c["type"] == "Available")
+        .unwrap();
+    assert_eq!(available["status"], "Unknown", "{available}");
+    assert_eq!(available["reason"], "InvalidSpec");
+    assert_eq!(available["observedGeneration"], 4);
+    assert_eq!(available["lastTransitionTime"], "now");
+    assert!(
+        available["message"]
+            .as_str()
+            .unwrap()
+            .contains("last computed this condition for generation 3"),
+        "{available}"
+    );
+    let reconciled = conditions.iter().find(|c| c["type"] == RECONCILED).unwrap();
+    assert_eq!(reconciled["status"], "False");
+    // What the plugin observed stays, under the generation it was observed for.
+    assert_eq!(status["readyReplicas"], 1);
+    assert_eq!(status["observedGeneration"], 3);
+}
+
+#[test]
+fn a_retried_failure_leaves_the_marked_conditions_as_they_are() {
+    let mut parent = parent_answered_for_generation_3();
+    let first = failure_status(&parent, "InvalidSpec", "spec.image: empty", "t1");
+    parent["status"] = first.clone();
+    let again = failure_status(&parent, "PluginTimeout", "deadline", "t2");
+    let available = |status: &Value| {
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Available")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(available(&again), available(&first));
+}
+
+#[test]
+fn a_failure_of_the_generation_the_plugin_answered_for_keeps_its_conditions() {
+    let mut parent = parent_answered_for_generation_3();
+    parent["metadata"]["generation"] = json!(3);
+    let status = failure_status(&parent, "ApplyFailed", "the API server refused", "now");
+    let available = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Available")
+        .cloned()
+        .unwrap();
+    assert_eq!(available["status"], "True");
+    assert_eq!(available["reason"], "MinimumReplicasAvailable");
 }
 
 #[test]

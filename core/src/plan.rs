@@ -1,8 +1,9 @@
 //! The plan: one pure function from a parent and its observed children to what the host will do.
 //!
-//! Both `operator-host run` and `operator-host render` call [`plan`], so what `render`
-//! prints is exactly what the controller applies. The plugin call inside is sandboxed and
-//! deterministic; everything else here is plain data transformation.
+//! Both `operator-host run` and `operator-host render` call
+//! [`Plugin::plan`](crate::plugin::Plugin::plan), which calls the plugin (sandboxed and
+//! deterministic) and hands its answer to [`plan_from_response`] here, so what `render` prints
+//! is exactly what the controller applies; everything here is plain data transformation.
 //!
 //! # Guarantees
 //! - A plan is only produced when the plugin succeeded and every child passed validation;
@@ -15,25 +16,18 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use crate::plugin::{Declaration, KindRef, Plugin};
-use crate::runtime::{
-    CallError, DeletePolicy, FieldValue, Readiness, ReconcileError, ReconcileRequest,
-    ReconcileResponse, RelatedObjects, UpdateStrategy,
+use crate::contract::{
+    CallError, DeletePolicy, FieldValue, Readiness, ReconcileRequest, ReconcileResponse,
+    RelatedObjects, UpdateStrategy,
 };
+use crate::declaration::Declaration;
+use crate::kinds::Kind;
+use crate::labels::{
+    MANAGED_BY, MANAGED_BY_LABEL, ON_PRUNE_ANNOTATION, PARENT_UID_LABEL, PLUGIN_LABEL,
+    RESERVED_PREFIX,
+};
+use crate::names::check_dns_subdomain;
 
-/// Label every managed child carries: who manages it.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// Value of [`MANAGED_BY_LABEL`].
-pub const MANAGED_BY: &str = "operator-host";
-/// Label naming the plugin that produced a child.
-pub const PLUGIN_LABEL: &str = "operator-host.dev/plugin";
-/// Label with the UID of the parent that owns a child.
-pub const PARENT_UID_LABEL: &str = "operator-host.dev/parent-uid";
-/// Prefix reserved for the host's labels and annotations.
-pub const RESERVED_PREFIX: &str = "operator-host.dev/";
-/// Annotation the host puts on a child whose delete policy is `orphan`: a child that is no
-/// longer returned has no options left, so its own metadata says what to do with it.
-pub const ON_PRUNE_ANNOTATION: &str = "operator-host.dev/on-prune";
 /// The host's condition type on every parent.
 pub const RECONCILED: &str = "Reconciled";
 /// Most children one reconcile may return.
@@ -62,6 +56,7 @@ impl PlanError {
         match self {
             PlanError::InvalidParent(_) => "InvalidParent",
             PlanError::PluginCall(CallError::Timeout { .. }) => "PluginTimeout",
+            PlanError::PluginCall(CallError::Stalled { .. }) => "HostOverloaded",
             PlanError::PluginCall(CallError::OutOfMemory { .. }) => "PluginOutOfMemory",
             PlanError::PluginCall(CallError::Trap { .. }) => "PluginTrap",
             PlanError::PluginCall(CallError::Instantiate { .. }) => "PluginUnavailable",
@@ -85,7 +80,7 @@ impl PlanError {
 /// A child the host will delete: owned by this parent but no longer desired.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PruneTarget {
-    pub kind: KindRef,
+    pub kind: Kind,
     pub namespace: String,
     pub name: String,
     /// Deleted with this UID as a precondition, so a re-created object is never hit.
@@ -168,39 +163,9 @@ struct Parent<'a> {
     uid: Option<&'a str>,
 }
 
-/// Calls the plugin for `parent` and turns its answer into a [`Plan`].
-///
-/// `observed` are the children the host observed for this parent, `related` the objects of
-/// the plugin's related declarations (see [`crate::related`]); `now` (RFC 3339) stamps
-/// condition transitions, because plugins have no clock.
-pub fn plan(
-    plugin: &Plugin,
-    parent: &Value,
-    observed: &[Value],
-    related: Vec<RelatedObjects>,
-    now: &str,
-) -> Result<Plan, PlanError> {
-    let (request, seed) = request("reconcile", parent, observed, related);
-    let context = format!(
-        "{}:{}/{}",
-        plugin.decl.name,
-        parent["metadata"]["namespace"].as_str().unwrap_or(""),
-        parent["metadata"]["name"].as_str().unwrap_or("")
-    );
-    let response = match plugin
-        .compiled
-        .reconcile_seeded(&request, &seed, &context)?
-    {
-        Ok(response) => response,
-        Err(ReconcileError::InvalidSpec(message)) => return Err(PlanError::InvalidSpec(message)),
-        Err(ReconcileError::Retry(message)) => return Err(PlanError::PluginRetry(message)),
-    };
-    plan_from_response(&plugin.decl, parent, observed, response, now)
-}
-
 /// The request of a `function` (`reconcile` or `finalize`) call for `parent`, its `observed`
 /// children and its `related` objects, and the seed of the call's randomness (see
-/// [`crate::runtime::random_seed`]).
+/// [`crate::contract::random_seed`]).
 ///
 /// The seed leaves out what changes with every write of the host's own, the parent's `status`
 /// and `resourceVersion`: so a plugin that draws "random" numbers answers the same again after
@@ -232,7 +197,7 @@ pub fn request(
     let related_parts = request.related.iter().flat_map(|related| {
         std::iter::once(related.name.as_str()).chain(related.objects.iter().map(String::as_str))
     });
-    let seed = crate::runtime::random_seed(
+    let seed = crate::contract::random_seed(
         function,
         std::iter::once(seeded_parent.as_str())
             .chain(request.observed.iter().map(String::as_str))
@@ -325,7 +290,7 @@ fn without_managed_fields(object: &Value) -> std::borrow::Cow<'_, Value> {
     std::borrow::Cow::Owned(object)
 }
 
-/// The pure part of [`plan`]: validates the plugin's response and builds the plan.
+/// The pure part of [`Plugin::plan`](crate::plugin::Plugin::plan): validates the plugin's response and builds the plan.
 pub fn plan_from_response(
     plugin: &Declaration,
     parent_object: &Value,
@@ -402,10 +367,54 @@ pub fn plan_from_response(
 
 /// The status to write when reconciling failed: the previous status with
 /// `Reconciled=False`, so what was observed before is not lost.
-/// `reason` and `message` say which step failed and why.
+/// `reason` and `message` say which step failed and why. The plugin's conditions, if it
+/// computed them for an earlier generation, become `Unknown` (see [`mark_stale_conditions`]).
 pub fn failure_status(parent: &Value, reason: &str, message: &str, now: &str) -> Value {
     // The previous observedGeneration stays: this generation was not reconciled.
-    with_condition(parent, reconciled(false, reason, message), now)
+    let mut status = with_condition(parent, reconciled(false, reason, message), now);
+    mark_stale_conditions(&mut status, parent, reason, now);
+    status
+}
+
+/// Turns `Unknown` each of the plugin's conditions in `status` when the plugin computed them
+/// for an earlier generation than the parent's (`status.observedGeneration` is the last one it
+/// answered for) and the current one failed with `reason`: an `Available=True` of the old
+/// spec must not stand for a spec the plugin refused (or could not be asked about), and
+/// `kubectl wait --for=condition=Available` must not pass on it. A condition already marked
+/// for this generation is left as it is, so a retried failure writes nothing new.
+fn mark_stale_conditions(status: &mut Value, parent: &Value, reason: &str, now: &str) {
+    let (Some(generation), Some(computed_for)) = (
+        parent["metadata"]["generation"].as_i64(),
+        status["observedGeneration"].as_i64(),
+    ) else {
+        return;
+    };
+    if computed_for >= generation {
+        return;
+    }
+    let Some(conditions) = status["conditions"].as_array_mut() else {
+        return;
+    };
+    for condition in conditions
+        .iter_mut()
+        .filter(|c| c.is_object() && c["type"] != RECONCILED)
+    {
+        let was = condition["status"].clone();
+        if was == "Unknown" && condition["observedGeneration"].as_i64() == Some(generation) {
+            continue;
+        }
+        condition["status"] = "Unknown".into();
+        condition["reason"] = reason.into();
+        condition["message"] = format!(
+            "generation {generation} was not reconciled ({reason}); the plugin last computed \
+             this condition for generation {computed_for}"
+        )
+        .into();
+        condition["observedGeneration"] = generation.into();
+        if was != "Unknown" {
+            condition["lastTransitionTime"] = now.into();
+        }
+    }
 }
 
 /// The parent's status with `condition` (one of the host's own) put in place of the one of
@@ -483,7 +492,7 @@ fn read_parent<'a>(plugin: &Declaration, object: &'a Value) -> Result<Parent<'a>
     })
 }
 
-/// Checks one child against the contract ([`crate::policy::check_child`]) and adds the
+/// Checks one child against the contract ([`check_child`]) and adds the
 /// host's metadata; returns it with its kind and name.
 fn validate_child(
     plugin: &Declaration,
@@ -491,11 +500,11 @@ fn validate_child(
     index: usize,
     text: &str,
     on_prune: DeletePolicy,
-) -> Result<(Value, KindRef, String), PlanError> {
+) -> Result<(Value, Kind, String), PlanError> {
     let mut child: Value = serde_json::from_str(text).map_err(|e| {
         PlanError::InvalidPluginOutput(format!("child #{index}: not valid JSON: {e}"))
     })?;
-    let kind = crate::policy::check_child(plugin, parent.namespace, index, &child)?;
+    let kind = check_child(plugin, parent.namespace, index, &child)?;
     let name = child["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -689,24 +698,6 @@ pub fn apply_rank(kind: &str) -> usize {
     }
 }
 
-/// A DNS-1123 subdomain: what most kinds require of `metadata.name`.
-pub fn check_dns_subdomain(name: &str) -> Result<(), String> {
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-    };
-    if !name.is_empty() && name.len() <= 253 && name.split('.').all(label_ok) {
-        Ok(())
-    } else {
-        Err(format!(
-            "{name:?} is not a valid name (lower-case letters, digits, '-' and '.', at most 253)"
-        ))
-    }
-}
-
 /// The plugin's status plus `observedGeneration` and the host's condition, with transition
 /// times kept from the previous status while a condition's status is unchanged.
 fn merge_status(
@@ -786,6 +777,89 @@ pub fn stamp_transition(condition: &mut Value, previous: &Value, now: &str) {
         .filter(|c| c["status"] == condition["status"])
         .and_then(|c| c["lastTransitionTime"].as_str());
     condition["lastTransitionTime"] = earlier.unwrap_or(now).into();
+}
+
+/// The contract's rules for child `index` of a plugin's output, before the host adds its
+/// metadata: a declared, namespaced kind; no namespace but the parent's; no metadata that
+/// only the host may set. Returns its kind; `Err` is a policy violation or invalid output.
+pub fn check_child(
+    plugin: &Declaration,
+    parent_namespace: &str,
+    index: usize,
+    child: &Value,
+) -> Result<Kind, PlanError> {
+    let invalid =
+        |detail: String| PlanError::InvalidPluginOutput(format!("child #{index}: {detail}"));
+    let policy = |detail: String| PlanError::PolicyViolation(format!("child #{index}: {detail}"));
+    if !child.is_object() {
+        return Err(invalid("not a JSON object".into()));
+    }
+    let (Some(api_version), Some(kind)) = (child["apiVersion"].as_str(), child["kind"].as_str())
+    else {
+        return Err(invalid("apiVersion and kind must be strings".into()));
+    };
+    let Some(kind) = plugin.children.iter().find(|k| k.matches(child)).cloned() else {
+        let declared: Vec<String> = plugin.children.iter().map(ToString::to_string).collect();
+        return Err(policy(format!(
+            "{api_version}/{kind} is not a kind the plugin declared ({})",
+            declared.join(", ")
+        )));
+    };
+    if !kind.namespaced {
+        return Err(policy(format!(
+            "{kind} is cluster-scoped; children must live in the parent's namespace"
+        )));
+    }
+    let Some(metadata) = child.get("metadata").and_then(Value::as_object) else {
+        return Err(invalid("metadata must be an object".into()));
+    };
+    let name = metadata.get("name").and_then(Value::as_str).unwrap_or("");
+    check_dns_subdomain(name).map_err(|p| invalid(format!("metadata.name: {p}")))?;
+    let label = format!("{kind} {name:?}");
+    match metadata.get("namespace") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(ns)) if ns == parent_namespace => {}
+        Some(other) => {
+            return Err(policy(format!(
+                "{label} has metadata.namespace {other}, but children must be in the parent's namespace {parent_namespace:?}"
+            )));
+        }
+    }
+    for field in [
+        "ownerReferences",
+        "finalizers",
+        "uid",
+        "resourceVersion",
+        "managedFields",
+        "deletionTimestamp",
+    ] {
+        if metadata.get(field).is_some_and(|v| !v.is_null()) {
+            return Err(policy(format!(
+                "{label} sets metadata.{field}, which only the host may set"
+            )));
+        }
+    }
+    for map in ["labels", "annotations"] {
+        match metadata.get(map) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(entries)) => {
+                if let Some(key) = entries
+                    .keys()
+                    .find(|k| k.starts_with(RESERVED_PREFIX) || *k == MANAGED_BY_LABEL)
+                {
+                    return Err(policy(format!(
+                        "{label} sets the reserved {map} key {key:?}"
+                    )));
+                }
+            }
+            Some(_) => {
+                return Err(invalid(format!(
+                    "{label}: metadata.{map} must be an object"
+                )));
+            }
+        }
+    }
+    Ok(kind)
 }
 
 #[cfg(test)]

@@ -2,17 +2,13 @@
 //! with the version serving now, through the same plan and policy path as `run`.
 //!
 //! Both versions are called on the same inputs (the parent, its observed children and its
-//! related objects, read from the API server by [`live`]) with the same clock, so every
-//! difference between their plans is the new version's doing. What a child would change is
-//! judged the way the host applies it: the new version's object against the one the serving
-//! version asks for (on a converged cluster, the fields server-side apply would set or
-//! remove); a child the serving version does not ask for is compared with the live object,
-//! on the fields the new version sets. The host's `Reconciled` message names the version
+//! related objects, read from the API server by [`live`], or from a flight recording) with
+//! the same clock, so every difference between their plans is the new version's doing. What
+//! a child would change is judged the way the host applies it: the new version's object
+//! against the one the serving version asks for (on a converged cluster, the fields
+//! server-side apply would set or remove); a child the serving version does not ask for is
+//! compared with the live object, on the fields the new version sets. The host's `Reconciled` message names the version
 //! that reconciled: a status that differs only there is no change.
-
-pub mod live;
-
-pub use live::{LiveState, Scope};
 
 use std::collections::BTreeMap;
 
@@ -23,6 +19,10 @@ use crate::plan::{self, Plan, PlanError, PruneTarget};
 use crate::plugin::Plugin;
 use crate::runtime::{DeletePolicy, RelatedObjects, UpdateStrategy};
 
+pub mod live;
+
+pub use live::{LiveState, Scope};
+
 /// What one parent's reconcile is made from, as the host would read it.
 #[derive(Debug, Clone)]
 pub struct ParentInputs {
@@ -32,8 +32,8 @@ pub struct ParentInputs {
     pub related: Vec<RelatedObjects>,
 }
 
-/// Where a diff's parents and their inputs come from: the cluster ([`LiveState`]) or a flight
-/// recorder's recordings ([`crate::recording::Recordings`]).
+/// Where a diff's parents and their inputs come from: the cluster (the host's
+/// `diff::live::LiveState`) or a flight recorder's recordings (`recording::Recordings`).
 pub trait Inputs {
     /// The parents, in the order the report lists them.
     fn parents(&self) -> &[Value];
@@ -189,8 +189,7 @@ pub fn plan_under_policy(
     inputs: &ParentInputs,
     now: &str,
 ) -> Result<Plan, PlanError> {
-    let plan = plan::plan(
-        version,
+    let plan = version.plan(
         &inputs.parent,
         &inputs.observed,
         inputs.related.clone(),
@@ -564,7 +563,7 @@ fn indent(text: &str, prefix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::KindRef;
+    use crate::kinds::Kind;
     use serde_json::json;
 
     fn config_map(name: &str, data: Value) -> Value {
@@ -661,7 +660,7 @@ mod tests {
         let gone = config_map("a-old", json!({}));
         let mut new_plan = planned(&[kept.clone(), config_map("a-new", json!({}))], json!({}));
         new_plan.as_mut().unwrap().prune.push(PruneTarget {
-            kind: KindRef {
+            kind: Kind {
                 group: String::new(),
                 version: "v1".into(),
                 kind: "ConfigMap".into(),

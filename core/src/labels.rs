@@ -1,9 +1,36 @@
-//! Label selectors as kubectl writes them (`app=web,tier in (a,b),!canary`), parsed into
-//! kube's [`Selector`], which matches labels and prints the canonical form the API server takes.
+//! The host's labels and reserved names, and label selectors as kubectl writes them
+//! (`app=web,tier in (a,b),!canary`), parsed into kube's [`Selector`], which matches labels and
+//! prints the canonical form the API server takes.
 
 use std::collections::BTreeSet;
 
 use kube::core::{Expression, Selector};
+
+/// The field manager of every write the host makes.
+pub const FIELD_MANAGER: &str = "operator-host";
+/// Label every managed child carries: who manages it.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY: &str = "operator-host";
+/// Label naming the plugin that produced a child.
+pub const PLUGIN_LABEL: &str = "operator-host.dev/plugin";
+/// Label with the UID of the parent that owns a child.
+pub const PARENT_UID_LABEL: &str = "operator-host.dev/parent-uid";
+/// Prefix reserved for the host's labels and annotations: a plugin may not set them on a
+/// child, nor on its CRD (the host marks the CRDs it installs with
+/// `operator-host.dev/installed-for`, and a plugin must not pre-mark one).
+pub const RESERVED_PREFIX: &str = "operator-host.dev/";
+/// Annotation the host puts on a child whose delete policy is `orphan`: a child that is no
+/// longer returned has no options left, so its own metadata says what to do with it.
+pub const ON_PRUNE_ANNOTATION: &str = "operator-host.dev/on-prune";
+/// The annotation of an OperatorPlugin that approves a held version: its content's sha256
+/// (`inspect` prints it) or its artifact's manifest digest (`status.digest`).
+pub const APPROVE_ANNOTATION: &str = "operator-host.dev/approve-rollout";
+
+/// Label selector of the children this host manages for `plugin`.
+pub fn managed_children_selector(plugin: &str) -> String {
+    format!("{MANAGED_BY_LABEL}={MANAGED_BY},{PLUGIN_LABEL}={plugin}")
+}
 
 /// The labels of an object as JSON (values that are not strings left out), as a selector
 /// matches them.
@@ -117,7 +144,7 @@ fn parse_requirement(requirement: &str) -> Result<Expression, String> {
 fn key_of(key: &str) -> Result<String, String> {
     let name = match key.split_once('/') {
         Some((prefix, name)) => {
-            crate::plan::check_dns_subdomain(prefix)?;
+            crate::names::check_dns_subdomain(prefix)?;
             name
         }
         None => key,

@@ -26,9 +26,10 @@
 //! on [`Rules`]. Without a policy file the host runs with [`Policy::default`]. The document is
 //! validated and turned into typed [`Effective`] rules once, when it is read.
 //!
-//! Every rule about what a plugin's output may contain lives here: [`check_child`] (the
-//! contract: declared kinds, the parent's namespace, metadata only the host may set) runs on
-//! each child while [`crate::plan`] builds the plan, and [`Policy::check`] (the
+//! The rules about what a plugin's output may contain are two: the contract's,
+//! [`check_child`](crate::plan::check_child) (declared kinds, the parent's namespace, metadata
+//! only the host may set), which runs on each child while [`crate::plan`] builds the plan, and
+//! the administrator's, here: [`Policy::check`] (the
 //! administrator's rules: namespaces, counts, kinds, tokens, Secret and ServiceAccount
 //! references, Pod Security) on every plan before any write. A violation of either becomes
 //! [`PlanError::PolicyViolation`], the condition reason `PolicyViolation`.
@@ -45,9 +46,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::plan::{DEFAULT_MAX_CHILDREN, MANAGED_BY_LABEL, Plan, PlanError, RESERVED_PREFIX};
-use crate::plugin::{Declaration, KindRef, Related, check_dns_label};
-use crate::runtime::{Limits, RuntimeConfig, SecretView};
+use crate::contract::{Limits, SecretView};
+use crate::declaration::{Declaration, Related};
+use crate::kinds::{Kind, KindName};
+use crate::names::{check_dns_label, check_dns_subdomain};
+use crate::plan::{DEFAULT_MAX_CHILDREN, Plan, PlanError};
 
 pub use pod_security::Level as PodSecurityLevel;
 
@@ -388,51 +391,6 @@ struct Document {
     plugins: BTreeMap<String, Rules>,
 }
 
-/// A kind as a policy names it: `group/version/Kind`, or `version/Kind` in the core group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KindName {
-    group: String,
-    version: String,
-    kind: String,
-}
-
-impl KindName {
-    fn parse(text: &str) -> Option<KindName> {
-        let parts: Vec<&str> = text.split('/').collect();
-        let (group, version, kind) = match parts.as_slice() {
-            [version, kind] => ("", *version, *kind),
-            [group, version, kind] => (*group, *version, *kind),
-            _ => return None,
-        };
-        let group_ok = group.is_empty() || crate::plan::check_dns_subdomain(group).is_ok();
-        let version_ok = version.starts_with('v')
-            && version
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-        let kind_ok = kind.starts_with(|c: char| c.is_ascii_uppercase())
-            && kind.bytes().all(|b| b.is_ascii_alphanumeric());
-        (group_ok && version_ok && kind_ok).then(|| KindName {
-            group: group.into(),
-            version: version.into(),
-            kind: kind.into(),
-        })
-    }
-
-    fn matches(&self, kind: &KindRef) -> bool {
-        self.group == kind.group && self.version == kind.version && self.kind == kind.kind
-    }
-}
-
-impl std::fmt::Display for KindName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.group.is_empty() {
-            write!(f, "{}/{}", self.version, self.kind)
-        } else {
-            write!(f, "{}/{}/{}", self.group, self.version, self.kind)
-        }
-    }
-}
-
 /// An API group as `parentGroups` names it: exact, or `*.suffix` for any subdomain of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupPattern {
@@ -446,8 +404,7 @@ impl GroupPattern {
             Some(suffix) => (GroupPattern::Subdomains(suffix.into()), suffix),
             None => (GroupPattern::Exact(text.into()), text),
         };
-        (domain.contains('.') && crate::plan::check_dns_subdomain(domain).is_ok())
-            .then_some(pattern)
+        (domain.contains('.') && check_dns_subdomain(domain).is_ok()).then_some(pattern)
     }
 
     fn matches(&self, group: &str) -> bool {
@@ -804,14 +761,13 @@ impl Policy {
         self.rules(plugin).limits.max_concurrent_calls
     }
 
-    /// Fits the policy and the runtime's configuration to each other: limits that
-    /// `defaults` leaves unset take the configuration's (the command line's), and the
-    /// runtime's instance slots grow to the largest memory limit any plugin is given, so
-    /// that limit is reachable.
-    pub fn fit_runtime(self, config: &mut RuntimeConfig) -> Policy {
-        let policy = self.with_default_limits(&config.limits);
+    /// Fits the policy and the runtime's limits to each other: limits that `defaults` leaves
+    /// unset take `limits` (the command line's), and the memory limit the runtime sizes its
+    /// instance slots by grows to the largest any plugin is given, so that one is reachable.
+    pub fn fit_limits(self, limits: &mut Limits) -> Policy {
+        let policy = self.with_default_limits(limits);
         if let Some(max) = policy.max_memory_bytes() {
-            config.limits.max_memory_bytes = config.limits.max_memory_bytes.max(max);
+            limits.max_memory_bytes = limits.max_memory_bytes.max(max);
         }
         policy
     }
@@ -827,12 +783,12 @@ impl Policy {
     }
 
     /// Whether `plugin` may have children of `kind`; `Err` says why not.
-    pub fn allows_kind(&self, plugin: &str, kind: &KindRef) -> Result<(), String> {
+    pub fn allows_kind(&self, plugin: &str, kind: &Kind) -> Result<(), String> {
         kind_verdict(plugin, self.rules(plugin), kind)
     }
 
     /// The declared child kinds the policy allows: what the host watches and applies.
-    pub fn allowed_children(&self, decl: &Declaration) -> Vec<KindRef> {
+    pub fn allowed_children(&self, decl: &Declaration) -> Vec<Kind> {
         let rules = self.rules(&decl.name);
         decl.children
             .iter()
@@ -893,7 +849,7 @@ impl Policy {
     /// Checks a plan of `plugin` for `parent` before anything is written: the parent's
     /// namespace, the number of children, each child's kind, service-account tokens, and
     /// each pod template's Secret and ServiceAccount references and Pod Security level.
-    /// What [`check_child`] already validated is not repeated.
+    /// What [`check_child`](crate::plan::check_child) already validated is not repeated.
     pub fn check(
         &self,
         plugin: &Declaration,
@@ -1134,7 +1090,7 @@ fn listed(kinds: &[KindName]) -> String {
 }
 
 /// Whether `rules` allow children of `kind`; `Err` says why not.
-fn kind_verdict(plugin: &str, rules: &Effective, kind: &KindRef) -> Result<(), String> {
+fn kind_verdict(plugin: &str, rules: &Effective, kind: &Kind) -> Result<(), String> {
     if !kind.namespaced {
         return Err("cluster-scoped kinds are never allowed as children".into());
     }
@@ -1220,7 +1176,7 @@ fn parent_group_verdict(plugin: &str, rules: &Effective, group: &str) -> Result<
 }
 
 /// How `child` of `kind` would give pods a service-account token, if it would.
-fn token_problem(kind: &KindRef, child: &Value) -> Option<String> {
+fn token_problem(kind: &Kind, child: &Value) -> Option<String> {
     if kind.group.is_empty() && kind.kind == "Secret" {
         return (child["type"] == SERVICE_ACCOUNT_TOKEN_TYPE)
             .then(|| "is a Secret of type kubernetes.io/service-account-token".into());
@@ -1232,89 +1188,6 @@ fn token_problem(kind: &KindRef, child: &Value) -> Option<String> {
     pods::templates(kind, child)
         .iter()
         .find_map(pods::token_problem)
-}
-
-/// The contract's rules for child `index` of a plugin's output, before the host adds its
-/// metadata: a declared, namespaced kind; no namespace but the parent's; no metadata that
-/// only the host may set. Returns its kind; `Err` is a policy violation or invalid output.
-pub fn check_child(
-    plugin: &Declaration,
-    parent_namespace: &str,
-    index: usize,
-    child: &Value,
-) -> Result<KindRef, PlanError> {
-    let invalid =
-        |detail: String| PlanError::InvalidPluginOutput(format!("child #{index}: {detail}"));
-    let policy = |detail: String| PlanError::PolicyViolation(format!("child #{index}: {detail}"));
-    if !child.is_object() {
-        return Err(invalid("not a JSON object".into()));
-    }
-    let (Some(api_version), Some(kind)) = (child["apiVersion"].as_str(), child["kind"].as_str())
-    else {
-        return Err(invalid("apiVersion and kind must be strings".into()));
-    };
-    let Some(kind) = plugin.children.iter().find(|k| k.matches(child)).cloned() else {
-        let declared: Vec<String> = plugin.children.iter().map(ToString::to_string).collect();
-        return Err(policy(format!(
-            "{api_version}/{kind} is not a kind the plugin declared ({})",
-            declared.join(", ")
-        )));
-    };
-    if !kind.namespaced {
-        return Err(policy(format!(
-            "{kind} is cluster-scoped; children must live in the parent's namespace"
-        )));
-    }
-    let Some(metadata) = child.get("metadata").and_then(Value::as_object) else {
-        return Err(invalid("metadata must be an object".into()));
-    };
-    let name = metadata.get("name").and_then(Value::as_str).unwrap_or("");
-    crate::plan::check_dns_subdomain(name).map_err(|p| invalid(format!("metadata.name: {p}")))?;
-    let label = format!("{kind} {name:?}");
-    match metadata.get("namespace") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(ns)) if ns == parent_namespace => {}
-        Some(other) => {
-            return Err(policy(format!(
-                "{label} has metadata.namespace {other}, but children must be in the parent's namespace {parent_namespace:?}"
-            )));
-        }
-    }
-    for field in [
-        "ownerReferences",
-        "finalizers",
-        "uid",
-        "resourceVersion",
-        "managedFields",
-        "deletionTimestamp",
-    ] {
-        if metadata.get(field).is_some_and(|v| !v.is_null()) {
-            return Err(policy(format!(
-                "{label} sets metadata.{field}, which only the host may set"
-            )));
-        }
-    }
-    for map in ["labels", "annotations"] {
-        match metadata.get(map) {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(entries)) => {
-                if let Some(key) = entries
-                    .keys()
-                    .find(|k| k.starts_with(RESERVED_PREFIX) || *k == MANAGED_BY_LABEL)
-                {
-                    return Err(policy(format!(
-                        "{label} sets the reserved {map} key {key:?}"
-                    )));
-                }
-            }
-            Some(_) => {
-                return Err(invalid(format!(
-                    "{label}: metadata.{map} must be an object"
-                )));
-            }
-        }
-    }
-    Ok(kind)
 }
 
 #[cfg(test)]

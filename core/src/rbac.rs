@@ -16,7 +16,7 @@
 //!   restrict `create` or `deletecollection` requests by their resource name", see
 //!   <https://kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-resources>).
 //!   Which existing CRD the host writes is up to its ownership rules
-//!   ([`crate::controller::install_crd`]: only one it installed for the same plugin), and RBAC
+//!   (the host's `controller::install_crd`: only one it installed for the same plugin), and RBAC
 //!   keeps it from writing a CRD of any other name.
 //!
 //! Rules are merged per API group (resources with the same verbs share a rule), groups sorted
@@ -43,7 +43,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::plugin::Declaration;
+use crate::declaration::Declaration;
 use crate::policy::Policy;
 
 /// The default name of the ClusterRole.
@@ -81,8 +81,17 @@ pub struct Options {
     pub install_crds: bool,
     /// The Lease of `run --leader-elect`, if leader election is on.
     pub lease: Option<LeaseName>,
-    /// With `run --plugins-from-cluster`: the host's namespace, where pull Secrets are read.
-    pub plugins_from_cluster: Option<String>,
+    /// With `run --plugins-from-cluster`: where the OperatorPlugins are and pull Secrets read.
+    pub plugins_from_cluster: Option<ClusterPlugins>,
+}
+
+/// The OperatorPlugin resource a host with `run --plugins-from-cluster` reads, and the host's
+/// namespace, where it reads pull Secrets.
+#[derive(Debug, Clone)]
+pub struct ClusterPlugins {
+    pub namespace: String,
+    pub group: String,
+    pub plural: String,
 }
 
 /// Where the Lease of a leader-elected host lives.
@@ -150,7 +159,7 @@ pub fn leader_election_role(options: &Options) -> Option<Role> {
 /// The Role `run --plugins-from-cluster` needs for pull Secrets (named `<name>-pull-secrets`,
 /// in the host's namespace), or `None` without it.
 pub fn pull_secret_role(options: &Options) -> Option<Role> {
-    let namespace = options.plugins_from_cluster.as_ref()?;
+    let namespace = &options.plugins_from_cluster.as_ref()?.namespace;
     Some(Role {
         metadata: ObjectMeta {
             name: Some(format!("{}-pull-secrets", options.name)),
@@ -207,11 +216,8 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
     }
     grant("", "events".into(), EVENT_VERBS);
     grant("events.k8s.io", "events".into(), EVENT_VERBS);
-    let operator_plugins = options.plugins_from_cluster.is_some().then(|| {
-        let crd = <crate::operator_plugin::OperatorPlugin as kube::CustomResourceExt>::crd();
-        (crd.spec.group, crd.spec.names.plural, crd.metadata.name)
-    });
-    if let Some((group, plural, _)) = &operator_plugins {
+    let operator_plugins = options.plugins_from_cluster.as_ref();
+    if let Some(ClusterPlugins { group, plural, .. }) = operator_plugins {
         grant(group, plural.clone(), OPERATOR_PLUGIN_VERBS);
         grant(group, format!("{plural}/status"), STATUS_VERBS);
     }
@@ -233,7 +239,7 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
                     .clone()
                     .unwrap_or_else(|| format!("{}.{}", decl.parent.plural, decl.parent.group))
             })
-            .chain(operator_plugins.and_then(|(_, _, name)| name))
+            .chain(operator_plugins.map(|p| format!("{}.{}", p.plural, p.group)))
             .collect();
         // No names would mean no restriction at all (an empty resourceNames matches every
         // object): then no rule.
@@ -335,10 +341,10 @@ pub fn to_yaml(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::KindRef;
+    use crate::kinds::Kind;
 
-    fn kind(group: &str, kind: &str, plural: &str) -> KindRef {
-        KindRef {
+    fn kind(group: &str, kind: &str, plural: &str) -> Kind {
+        Kind {
             group: group.into(),
             version: "v1".into(),
             kind: kind.into(),
@@ -347,7 +353,7 @@ mod tests {
         }
     }
 
-    fn declaration(name: &str, parent: KindRef, children: Vec<KindRef>) -> Declaration {
+    fn declaration(name: &str, parent: Kind, children: Vec<Kind>) -> Declaration {
         Declaration {
             name: name.into(),
             version: "0.1.0".into(),
@@ -512,7 +518,11 @@ mod tests {
         assert!(pull_secret_role(&Options::default()).is_none());
         let options = Options {
             install_crds: true,
-            plugins_from_cluster: Some("ops".into()),
+            plugins_from_cluster: Some(ClusterPlugins {
+                namespace: "ops".into(),
+                group: "operator-host.dev".into(),
+                plural: "operatorplugins".into(),
+            }),
             ..Options::default()
         };
         let role = pull_secret_role(&options).unwrap();

@@ -18,11 +18,20 @@ use kube::core::SelectorExt;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::plugin::Related;
-use crate::runtime::{RelatedObjects, RelatedSelector, SecretView};
+use crate::contract::{RelatedObjects, RelatedSelector, SecretView};
+use crate::declaration::Related;
 
 /// The annotation in which `kubectl apply` keeps the object it last applied.
 const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Puts a sample object without a namespace in `default`, where `kubectl apply` would: how
+/// `render`, `conformance` and the authors' testing crate read a parent or a cluster object
+/// given without one.
+pub fn default_namespace(object: &mut Value) {
+    if object["metadata"]["namespace"].as_str().is_none() && object["metadata"].is_object() {
+        object["metadata"]["namespace"] = "default".into();
+    }
+}
 
 /// The related objects of every declaration in `related` for `parent`, the `i`th chosen from
 /// `candidates(i)` (objects that may be of its kind), as the plugin sees them.
@@ -157,10 +166,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::plugin::KindRef;
+    use crate::kinds::Kind;
 
-    fn secret_kind() -> KindRef {
-        KindRef {
+    fn secret_kind() -> Kind {
+        Kind {
             group: String::new(),
             version: "v1".into(),
             kind: "Secret".into(),
