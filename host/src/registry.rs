@@ -5,7 +5,8 @@
 //! caller [`commit`](Registry::commit)s it after starting or swapping the controller, or is
 //! [`reject`](Registry::reject)ed if that failed. Content that does not load is rejected
 //! during the scan and the previous version keeps serving; the same broken content is not
-//! retried until the file changes again.
+//! retried until the file changes again, unless its `info` call ran out of CPU time (a host
+//! starved of CPU can do that to any plugin): that is tried again a few times first.
 //!
 //! New content the compile cache has not seen is served by a quick Winch build at once, and
 //! compiled by Cranelift on a thread of its own; the result comes back through the channel
@@ -21,7 +22,12 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::metrics::{Metrics, ReloadLabels, VersionLabels};
 use crate::plugin::{self, Plugin};
 use crate::policy::{Policy, Rules};
-use crate::runtime::{Runtime, Tier};
+use crate::runtime::{CallError, Runtime, Tier};
+
+/// How many times content whose `info` call ran out of CPU time is loaded before it is
+/// rejected until it changes: `info` takes a few milliseconds of its 200, so a timeout is
+/// more often the host starved of CPU (a busy or oversubscribed machine) than the plugin.
+const TIMED_OUT_LOAD_ATTEMPTS: u32 = 4;
 
 /// Why the plugin directory could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +92,9 @@ struct Entry {
     offered: Offered,
     /// An offer that failed to load, so an unchanged broken file is not reloaded in a loop.
     rejected: Option<Offered>,
+    /// How many loads of the offer failed in a way that may pass (see
+    /// [`TIMED_OUT_LOAD_ATTEMPTS`]).
+    timed_out_loads: u32,
     /// The last content refused (its hash, and why), also for a reason that is retried (a
     /// kind another plugin serves): what the cluster's status says.
     refusal: Option<Refusal>,
@@ -318,6 +327,39 @@ pub struct Registry {
     policy: Option<Arc<Policy>>,
     /// The cluster's plugins, if the host serves them.
     cluster: Option<ClusterPlugins>,
+    /// Whether the last scan left content to load again (see [`TIMED_OUT_LOAD_ATTEMPTS`]).
+    load_again: bool,
+}
+
+/// Why offered content did not load, and whether loading it again may succeed.
+struct LoadFailure {
+    message: String,
+    may_pass: bool,
+}
+
+impl From<String> for LoadFailure {
+    fn from(message: String) -> Self {
+        LoadFailure {
+            message,
+            may_pass: false,
+        }
+    }
+}
+
+impl From<plugin::Error> for LoadFailure {
+    fn from(error: plugin::Error) -> Self {
+        let may_pass = matches!(
+            &error,
+            plugin::Error::Info {
+                source: CallError::Timeout { .. } | CallError::Stalled { .. },
+                ..
+            }
+        );
+        LoadFailure {
+            message: error.to_string(),
+            may_pass,
+        }
+    }
 }
 
 impl std::fmt::Debug for Registry {
@@ -345,6 +387,7 @@ impl Registry {
             tier_ups,
             policy: None,
             cluster: None,
+            load_again: false,
         }
     }
 
@@ -448,8 +491,15 @@ impl Registry {
         self.entries.values().filter_map(|e| e.served.as_ref())
     }
 
+    /// Whether the last [`Registry::scan`] left content to load again after a backoff: its
+    /// `info` call ran out of CPU time, which a starved host can cause.
+    pub fn wants_load_again(&self) -> bool {
+        self.load_again
+    }
+
     /// Compares the directory with what is served; loads new content off to the side.
     pub fn scan(&mut self) -> Result<Vec<Proposal>, Error> {
+        self.load_again = false;
         // Identities offered now: the directory's files, then the cluster's plugins.
         let mut files = plugin_files(&self.dir)?;
         let cluster = self
@@ -487,6 +537,9 @@ impl Registry {
             let hash = offered.content_hash.clone();
             let policy = self.policy_for(path, offered.entry.clone());
             let entry = self.entries.entry(path.clone()).or_default();
+            if entry.offered != offered {
+                entry.timed_out_loads = 0;
+            }
             entry.offered = offered.clone();
             let served = entry.served.clone();
             let same_policy = |plugin: &Plugin| match &policy {
@@ -505,11 +558,12 @@ impl Registry {
                 continue;
             }
             let new = match policy
+                .map_err(LoadFailure::from)
                 .and_then(|policy| self.load(path, &bytes, policy, served.as_deref()))
             {
                 Ok(new) => new,
-                Err(error) => {
-                    self.reject_content(path, &hash, served.as_deref(), &error);
+                Err(failure) => {
+                    self.load_failed(path, &hash, served.as_deref(), failure);
                     continue;
                 }
             };
@@ -571,7 +625,7 @@ impl Registry {
         bytes: &[u8],
         policy: Arc<Policy>,
         served: Option<&Plugin>,
-    ) -> Result<Arc<Plugin>, String> {
+    ) -> Result<Arc<Plugin>, LoadFailure> {
         let file_name = file_stem(path);
         // The new version takes over the served one's instance slots, unless it is to have
         // another number of them: resizing a shared share would change the served version's
@@ -586,7 +640,7 @@ impl Registry {
             .runtime
             .load_quick(path, bytes, replacing)
             .map_err(|e| e.to_string())?;
-        let mut plugin = Plugin::from_compiled(path, compiled).map_err(|e| e.to_string())?;
+        let mut plugin = Plugin::from_compiled(path, compiled)?;
         // A plugin is known by its file name or resource name, which the administrator chose: a name it gives
         // itself must not reach another plugin's policy entry.
         if plugin.decl.name != file_name {
@@ -600,7 +654,8 @@ impl Registry {
                  ({file_name:?}): {fix} or build the plugin with the name {file_name:?}",
                 path.display(),
                 plugin.decl.name,
-            ));
+            )
+            .into());
         }
         for warning in policy.admit(&plugin.decl).map_err(|e| e.to_string())? {
             tracing::warn!(plugin = %plugin.decl.name, path = %path.display(), "{warning}");
@@ -659,6 +714,33 @@ impl Registry {
             other.path.display(),
             other.decl.parent
         ))
+    }
+
+    /// Rejects the content that failed to load, or leaves it to be loaded again if its
+    /// failure may pass and it has attempts left.
+    fn load_failed(
+        &mut self,
+        path: &Path,
+        hash: &str,
+        serving: Option<&Plugin>,
+        failure: LoadFailure,
+    ) {
+        if failure.may_pass
+            && let Some(entry) = self.entries.get_mut(path)
+            && entry.timed_out_loads + 1 < TIMED_OUT_LOAD_ATTEMPTS
+        {
+            entry.timed_out_loads += 1;
+            self.load_again = true;
+            let error = format!("{} (loading it again)", failure.message);
+            tracing::warn!(path = %path.display(), sha256 = %hash, attempt = entry.timed_out_loads, %error, "new plugin content did not load");
+            entry.refusal = Some(Refusal {
+                content_hash: hash.to_string(),
+                error,
+                kind: RefusalKind::Error,
+            });
+            return;
+        }
+        self.reject_content(path, hash, serving, &failure.message);
     }
 
     fn reject_content(

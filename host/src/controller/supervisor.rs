@@ -104,7 +104,8 @@ impl Supervisor {
             proposals.iter().map(unavailable).collect();
         self.metrics
             .clear_unavailable_but(UNAVAILABLE_FILE, |what| proposed.contains(what));
-        let mut deferred = false;
+        // Content whose load may pass when tried again is, after the backoff.
+        let mut deferred = lock(registry).wants_load_again();
         // The CRD steps first, all at once: on a start with many plugins their round trips to
         // the API server overlap instead of adding up.
         let crd_steps = futures::future::join_all(proposals.iter().map(|proposal| async {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use operator_host::metrics::Metrics;
 use operator_host::registry::{Proposal, Registry, TierUp};
-use operator_host::runtime::{Runtime, RuntimeConfig, Tier};
+use operator_host::runtime::{Limits, Runtime, RuntimeConfig, Tier};
 use operator_host::watch;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use util::{runtime_with, test_plugin};
@@ -260,6 +260,53 @@ fn a_broken_new_plugin_is_retried_when_its_file_changes() {
     assert_eq!(fixture.reloads("rejected"), 1);
     std::fs::write(&path, v1()).unwrap();
     assert!(matches!(fixture.sync().as_slice(), [Proposal::Add { .. }]));
+}
+
+/// `info` out of CPU time is more often a starved host than the plugin (CI once saw a 2 ms
+/// `info` stopped at 200 ms): the content is loaded again, after a backoff the run loop
+/// keeps, a few times before it is rejected like other broken content.
+#[test]
+fn content_whose_info_runs_out_of_cpu_time_is_loaded_again_a_few_times_then_rejected() {
+    let starved = Runtime::new(RuntimeConfig {
+        limits: Limits {
+            // Far less than any `info` takes: every load runs out of time.
+            info_timeout: Duration::from_micros(1),
+            ..Limits::default()
+        },
+        cache_dir: None,
+        // The deadline is checked at each tick: ticks well within the call.
+        epoch_tick: Duration::from_micros(100),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let mut fixture = Fixture::with_runtime(starved);
+    let path = fixture.path("memcached.wasm");
+    std::fs::write(&path, v1()).unwrap();
+    for attempt in 1..4 {
+        assert!(fixture.sync().is_empty(), "attempt {attempt}");
+        assert!(
+            fixture.registry.wants_load_again(),
+            "attempt {attempt} is followed by another"
+        );
+        assert_eq!(fixture.reloads("rejected"), 0, "attempt {attempt}");
+    }
+    assert!(fixture.sync().is_empty());
+    assert!(
+        !fixture.registry.wants_load_again(),
+        "the 4th attempt is the last"
+    );
+    assert_eq!(fixture.reloads("rejected"), 1);
+    assert!(fixture.sync().is_empty());
+    assert_eq!(
+        fixture.reloads("rejected"),
+        1,
+        "rejected content is not loaded again"
+    );
+
+    // New content starts with every attempt again.
+    std::fs::write(&path, v2()).unwrap();
+    assert!(fixture.sync().is_empty());
+    assert!(fixture.registry.wants_load_again());
 }
 
 #[test]
