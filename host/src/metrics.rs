@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use axum::Router;
 use axum::extract::State;
@@ -117,6 +117,13 @@ pub struct Metrics {
     pub reconcile_duration: Family<PluginLabels, Histogram>,
     /// Duration of the sandboxed plugin call, seconds.
     pub plugin_call_duration: Family<PluginLabels, Histogram>,
+    /// CPU time the plugin's sandboxed calls used, seconds: what each operand costs.
+    pub plugin_cpu: Family<PluginLabels, Counter<f64, AtomicU64>>,
+    /// Memory (linear memories and tables) each sandboxed call of the plugin held at its
+    /// peak, bytes.
+    pub plugin_call_memory: Family<PluginLabels, Histogram>,
+    /// The instances the plugin's calls may hold at once: its share of the instance pool.
+    pub plugin_instance_slots: Family<PluginLabels, Gauge>,
     /// Children applied (server-side apply calls) by plugin and kind.
     pub applies: Family<KindLabels, Counter>,
     /// Children not applied, by plugin and kind: the plugin wanted what it was last applied,
@@ -188,6 +195,12 @@ impl Metrics {
         let plugin_call_duration = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.000_01, 2.0, 20))
         });
+        let plugin_cpu = Family::<PluginLabels, Counter<f64, AtomicU64>>::default();
+        // From 256 KiB to the largest memory limit a policy may give (4 GiB).
+        let plugin_call_memory = Family::<PluginLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(f64::from(1 << 18), 2.0, 15))
+        });
+        let plugin_instance_slots = Family::<PluginLabels, Gauge>::default();
         let applies = Family::<KindLabels, Counter>::default();
         let applies_skipped = Family::<KindLabels, Counter>::default();
         let prunes = Family::<KindLabels, Counter>::default();
@@ -250,6 +263,21 @@ impl Metrics {
             "Duration of a sandboxed plugin call",
             plugin_call_duration.clone(),
         );
+        registry.register(
+            "plugin_cpu_seconds",
+            "CPU time of a plugin's sandboxed calls",
+            plugin_cpu.clone(),
+        );
+        registry.register(
+            "plugin_call_memory_bytes",
+            "Memory a sandboxed plugin call held at its peak",
+            plugin_call_memory.clone(),
+        );
+        registry.register(
+            "plugin_instance_slots",
+            "Instances a plugin's calls may hold at once: its share of the instance pool",
+            plugin_instance_slots.clone(),
+        );
         registry.register("applies", "Children applied", applies.clone());
         registry.register(
             "applies_skipped",
@@ -309,6 +337,9 @@ impl Metrics {
             canary_parents,
             reconcile_duration,
             plugin_call_duration,
+            plugin_cpu,
+            plugin_call_memory,
+            plugin_instance_slots,
             applies,
             applies_skipped,
             prunes,

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::metrics::{Metrics, ReloadLabels, VersionLabels};
+use crate::metrics::{Metrics, PluginLabels, ReloadLabels, VersionLabels};
 use crate::plugin::{self, Plugin};
 use crate::policy::{Policy, Rules};
 use crate::runtime::{CallError, Runtime, Tier};
@@ -934,12 +934,21 @@ impl Registry {
         let entry = self.entries.entry(path.clone()).or_default();
         if let Some(old) = &entry.served {
             self.metrics.plugin_info.remove(&version_labels(old));
+            self.metrics.plugin_instance_slots.remove(&PluginLabels {
+                plugin: old.decl.name.clone(),
+            });
         }
         if let Some(new) = &plugin {
             self.metrics
                 .plugin_info
                 .get_or_create(&version_labels(new))
                 .set(1);
+            self.metrics
+                .plugin_instance_slots
+                .get_or_create(&PluginLabels {
+                    plugin: new.decl.name.clone(),
+                })
+                .set(new.compiled.max_concurrent_calls() as i64);
             if new.compiled.tier() == Tier::Baseline {
                 spawn_tier_up(&self.runtime, new.clone(), self.tier_ups.clone());
             }

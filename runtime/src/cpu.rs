@@ -59,7 +59,7 @@ impl CpuDeadline {
 
     /// Where the call stands; must run on the thread that called [`CpuDeadline::start`].
     pub(crate) fn check(&self) -> Verdict {
-        let cpu_used = thread_cpu_time().saturating_sub(self.cpu_at_start);
+        let cpu_used = self.cpu_used();
         if cpu_used >= self.limit {
             Verdict::Spent
         } else if self.wall_at_start.elapsed() >= self.wall_clock_bound() {
@@ -67,6 +67,11 @@ impl CpuDeadline {
         } else {
             Verdict::Left(self.limit - cpu_used)
         }
+    }
+
+    /// The CPU time used since the start; must run on the thread that started it.
+    pub(crate) fn cpu_used(&self) -> Duration {
+        thread_cpu_time().saturating_sub(self.cpu_at_start)
     }
 
     /// The most wall-clock time the call may take.

@@ -77,6 +77,26 @@ pub use operator_host_contract::{
 
 pub use calls::{CallPriority, spawn_call};
 pub use cpu::{WALL_CLOCK_ALLOWANCE, thread_cpu_time};
+
+/// What one sandboxed call used: the CPU time of its thread, instantiation included, and the
+/// bytes of memory and tables its instance held at the end, which is its peak (they only
+/// grow).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallUsage {
+    pub cpu: Duration,
+    pub memory_bytes: usize,
+}
+
+thread_local! {
+    static LAST_CALL_USAGE: std::cell::Cell<Option<CallUsage>> = const { std::cell::Cell::new(None) };
+}
+
+/// What the last sandboxed call made on this thread used, if one was made since the last
+/// take: a call runs on its caller's thread, so the caller reads its own call's usage right
+/// after it, whatever the call returned, without threading it through every call's result.
+pub fn take_last_call_usage() -> Option<CallUsage> {
+    LAST_CALL_USAGE.with(std::cell::Cell::take)
+}
 pub use sandbox::{MAX_RANDOM_BYTES, TABLE_ELEMENT_BYTES};
 
 use bindings::{v0_1, v0_2};
@@ -1118,6 +1138,11 @@ impl CompiledPlugin {
             Err(e) => Err(self.classify_instantiate_failure(&store, deadline, e)),
             Ok(called) => called.map_err(|e| self.classify_failure(&store, deadline, e)),
         };
+        let usage = CallUsage {
+            cpu: cpu_deadline.cpu_used(),
+            memory_bytes: store.data().limiter.used_bytes(),
+        };
+        LAST_CALL_USAGE.with(|last| last.set(Some(usage)));
         let stderr_tail = forward_output(&store, context);
         self.note_limit_hit(
             context,

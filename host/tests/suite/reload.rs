@@ -58,6 +58,14 @@ impl Fixture {
             .map(|p| p.decl.content_hash.clone())
     }
 
+    /// `operator_host_plugin_instance_slots` of `plugin`, if it is exported.
+    fn instance_slots(&self, plugin: &str) -> Option<u64> {
+        let prefix = format!("operator_host_plugin_instance_slots{{plugin=\"{plugin}\"}} ");
+        let encoded = self.metrics.encode();
+        let line = encoded.lines().find(|l| l.starts_with(&prefix))?;
+        line[prefix.len()..].parse().ok()
+    }
+
     fn reloads(&self, result: &str) -> u64 {
         self.metrics
             .encode()
@@ -695,6 +703,11 @@ fn a_new_version_takes_over_the_instance_slots_of_the_one_it_replaces() {
     std::fs::write(fixture.path("memcached.wasm"), v1()).unwrap();
     fixture.sync();
     assert_eq!(runtime.free_instance_slots(), 0);
+    assert_eq!(
+        fixture.instance_slots("memcached"),
+        Some(4),
+        "its share, in the metrics"
+    );
     write_by_rename(&fixture.path("memcached.wasm"), &v2());
     let proposals = fixture.sync();
     assert!(
@@ -708,6 +721,7 @@ fn a_new_version_takes_over_the_instance_slots_of_the_one_it_replaces() {
         0,
         "the new version holds the share"
     );
+    assert_eq!(fixture.instance_slots("memcached"), Some(4));
     std::fs::remove_file(fixture.path("memcached.wasm")).unwrap();
     drop(fixture.sync());
     assert_eq!(
@@ -715,6 +729,7 @@ fn a_new_version_takes_over_the_instance_slots_of_the_one_it_replaces() {
         4,
         "the removed plugin returned it"
     );
+    assert_eq!(fixture.instance_slots("memcached"), None);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use operator_host::runtime::{
     CacheOutcome, CallError, CallPriority, CompiledPlugin, Error, Limits, ReconcileRequest,
     ReconcileResponse, Runtime, RuntimeConfig, TABLE_ELEMENT_BYTES, Tier, WALL_CLOCK_ALLOWANCE,
-    spawn_call, thread_cpu_time,
+    spawn_call, take_last_call_usage, thread_cpu_time,
 };
 use serde_json::{Value, json};
 use util::{attack, runtime_with, test_plugin};
@@ -822,4 +822,41 @@ fn observed_children_are_part_of_the_random_seed() {
     let without = draws(&plugin, &request);
     request.observed = vec![r#"{"kind":"ConfigMap"}"#.into()];
     assert_ne!(draws(&plugin, &request), without);
+}
+
+#[test]
+fn each_call_leaves_the_cpu_time_and_peak_memory_it_used_to_its_thread() {
+    let limits = Limits {
+        call_timeout: Duration::from_millis(100),
+        max_memory_bytes: 64 << 20,
+        ..Limits::default()
+    };
+    let plugin = runtime_with(limits.clone())
+        .load(&test_plugin("hostile"))
+        .unwrap();
+    take_last_call_usage();
+
+    plugin
+        .reconcile(&attack("none", 0), "test")
+        .unwrap()
+        .unwrap();
+    let usage = take_last_call_usage().expect("the call's usage");
+    assert!(usage.cpu > Duration::ZERO, "{usage:?}");
+    assert!(
+        usage.memory_bytes > 0 && usage.memory_bytes < 16 << 20,
+        "a plain call's memory: {usage:?}"
+    );
+    assert_eq!(take_last_call_usage(), None, "a usage is taken once");
+
+    // Calls stopped at a limit report what they used up to it.
+    plugin.reconcile(&attack("loop", 0), "test").unwrap_err();
+    let usage = take_last_call_usage().expect("the loop's usage");
+    assert!(usage.cpu >= limits.call_timeout, "{usage:?}");
+    plugin.reconcile(&attack("memory", 0), "test").unwrap_err();
+    let usage = take_last_call_usage().expect("the hoard's usage");
+    assert!(
+        usage.memory_bytes > limits.max_memory_bytes - (4 << 20)
+            && usage.memory_bytes <= limits.max_memory_bytes,
+        "the hoard's peak is its limit, to within the refused growth: {usage:?}"
+    );
 }

@@ -17,6 +17,7 @@ use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use operator_host::policy::Policy;
+use operator_host::runtime::Limits;
 use operator_host_tests::devcluster::{TestNamespace, apiserver_requests, wait_for};
 use operator_host_tests::host::{Host, plugin_path};
 use operator_host_tests::hostile::attack_resource;
@@ -325,6 +326,18 @@ impl Corpus {
     }
 
     /// Deletes the Attack (its finalizer needs the host), stops the host, deletes the namespace.
+    /// The CPU time `plugin`'s sandboxed calls used in all, seconds, and how many calls it
+    /// made (its metrics).
+    fn cpu_of(&self, plugin: &str) -> (f64, f64) {
+        let of = |l: &str| l.contains(&format!("plugin=\"{plugin}\""));
+        let cpu = self.host.sum("operator_host_plugin_cpu_seconds_total", of);
+        let calls = self
+            .host
+            .sum("operator_host_plugin_call_duration_seconds_count", of);
+        assert!(calls > 0.0, "no call of {plugin} was counted");
+        (cpu, calls)
+    }
+
     async fn finish(self) {
         self.attacks
             .delete("attack", &DeleteParams::background())
@@ -406,21 +419,59 @@ async fn an_infinite_loop_is_cut_off_at_the_deadline() {
     )
     .await;
     assert!(corpus.config_map("attack").await.is_none());
+    // Each plugin's cost is its own: the loop's first call used its whole CPU deadline (later
+    // ones run demoted, and may be stopped as stalled first), the Memcached plugin's calls a
+    // few milliseconds each.
+    let deadline = Limits::default().call_timeout.as_secs_f64();
+    let (hostile, _) = corpus.cpu_of("hostile");
+    assert!(
+        hostile >= deadline,
+        "the loop's calls used {hostile:.3} s of CPU in all, for a deadline of {deadline} s"
+    );
+    let (cpu, calls) = corpus.cpu_of("memcached");
+    let memcached = cpu / calls;
+    assert!(
+        memcached < 0.05,
+        "the Memcached plugin's calls used {memcached:.3} s of CPU each, its neighbour's cost"
+    );
     corpus.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unbounded_memory_growth_stops_at_the_memory_limit() {
     let limit = (HOSTILE_MEMORY_MIB << 20).to_string();
-    attack(
+    let corpus = attack(
         "hostile-memory",
         json!({"attack": "memory"}),
         "PluginOutOfMemory",
         &limit,
     )
-    .await
-    .finish()
     .await;
+    // The peak of the attack's calls is its limit (to within the growth refused), beside the
+    // Memcached plugin's few MiB.
+    let peak = |plugin: &str| {
+        let of = |l: &str| l.contains(&format!("plugin=\"{plugin}\""));
+        let sum = corpus
+            .host
+            .sum("operator_host_plugin_call_memory_bytes_sum", of);
+        let calls = corpus
+            .host
+            .sum("operator_host_plugin_call_memory_bytes_count", of);
+        (sum, calls)
+    };
+    let (hostile_sum, hostile_calls) = peak("hostile");
+    assert!(
+        hostile_sum >= (HOSTILE_MEMORY_MIB << 19) as f64,
+        "the attack's calls peaked at {hostile_sum} bytes in all over {hostile_calls} calls, \
+         for a limit of {limit}"
+    );
+    let (memcached_sum, memcached_calls) = peak("memcached");
+    assert!(
+        memcached_calls > 0.0 && memcached_sum / memcached_calls < (64 << 20) as f64,
+        "the Memcached plugin's calls peaked at {} bytes on average",
+        memcached_sum / memcached_calls
+    );
+    corpus.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -783,7 +783,7 @@ async fn live_children(
 }
 
 /// Runs `call` (a sandboxed call of `plugin`) on a blocking thread, within the plugin's
-/// share of call slots, and records its duration.
+/// share of call slots, and records its duration and what it used.
 async fn call_in_slot<R: Send + 'static>(
     ctx: &PluginContext,
     plugin: &Plugin,
@@ -795,15 +795,29 @@ async fn call_in_slot<R: Send + 'static>(
         .await
         .map_err(|e| Error::PluginTask(e.to_string()))?;
     let started = Instant::now();
-    let result = crate::runtime::spawn_call(plugin.compiled.call_priority(), call)
-        .await
-        .map_err(|e| Error::PluginTask(e.to_string()))?;
+    let (result, usage) = crate::runtime::spawn_call(plugin.compiled.call_priority(), || {
+        let result = call();
+        (result, crate::runtime::take_last_call_usage())
+    })
+    .await
+    .map_err(|e| Error::PluginTask(e.to_string()))?;
+    let labels = PluginLabels {
+        plugin: plugin.decl.name.clone(),
+    };
     ctx.metrics
         .plugin_call_duration
-        .get_or_create(&PluginLabels {
-            plugin: plugin.decl.name.clone(),
-        })
+        .get_or_create(&labels)
         .observe(started.elapsed().as_secs_f64());
+    if let Some(usage) = usage {
+        ctx.metrics
+            .plugin_cpu
+            .get_or_create(&labels)
+            .inc_by(usage.cpu.as_secs_f64());
+        ctx.metrics
+            .plugin_call_memory
+            .get_or_create(&labels)
+            .observe(usage.memory_bytes as f64);
+    }
     Ok(result)
 }
 
