@@ -242,7 +242,7 @@ test: test-prerequisites
 	cargo test --workspace --no-fail-fast || status=1; \
 	exit $$status
 
-GO_DIRS := plugins/sdk-go plugins/memcached-go plugins/hostile-go
+GO_DIRS := plugins/sdk-go plugins/memcached-go plugins/hostile-go deploy/install/monitoring/tools
 lint:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings

@@ -142,6 +142,9 @@ pub struct Metrics {
     /// API writes caused by a plugin's reconciles, by plugin and what was written: what
     /// its write budget limits.
     pub api_writes: Family<WriteLabels, Counter>,
+    /// Time the plugin's writes waited for a token of its write budget or of their parent's
+    /// share of it, seconds.
+    pub write_budget_wait: Family<PluginLabels, Counter<f64, AtomicU64>>,
     /// Reconciles running or waiting for a plugin slot.
     pub in_flight: Family<PluginLabels, Gauge>,
     /// 1 for the version of each plugin that is live.
@@ -208,6 +211,7 @@ impl Metrics {
         let rollouts_held = Family::<PluginLabels, Counter>::default();
         let drifted_parents = Family::<PluginLabels, Gauge>::default();
         let api_writes = Family::<WriteLabels, Counter>::default();
+        let write_budget_wait = Family::<PluginLabels, Counter<f64, AtomicU64>>::default();
         let in_flight = Family::<PluginLabels, Gauge>::default();
         let plugin_info = Family::<VersionLabels, Gauge>::default();
         let reloads = Family::<ReloadLabels, Counter>::default();
@@ -316,6 +320,11 @@ impl Metrics {
             api_writes.clone(),
         );
         registry.register(
+            "write_budget_wait_seconds",
+            "Time a plugin's writes waited for its write budget",
+            write_budget_wait.clone(),
+        );
+        registry.register(
             "reconciles_in_flight",
             "Reconciles running or queued for a plugin slot",
             in_flight.clone(),
@@ -347,6 +356,7 @@ impl Metrics {
             rollouts_held,
             drifted_parents,
             api_writes,
+            write_budget_wait,
             in_flight,
             plugin_info,
             reloads,

@@ -18,6 +18,7 @@ mod image;
 mod in_cluster;
 mod leader_election;
 mod manifests;
+mod monitoring;
 mod mysql;
 mod observe;
 mod oci;

@@ -838,11 +838,18 @@ async fn call_plan(
 }
 
 /// Waits for a token of the parent's share of the write budget and one of the plugin's
-/// budget, then counts the write.
+/// budget, then counts the write and the time it waited.
 async fn spend_write(ctx: &PluginContext, parent: &DynamicObject, plugin: &str, write: &str) {
     let share = parent_state::parent_write_budget(&ctx.parents, parent, &ctx.write_share);
+    let waiting = Instant::now();
     share.until_ready().await;
     ctx.write_budget.until_ready().await;
+    ctx.metrics
+        .write_budget_wait
+        .get_or_create(&PluginLabels {
+            plugin: plugin.to_string(),
+        })
+        .inc_by(waiting.elapsed().as_secs_f64());
     ctx.metrics
         .api_writes
         .get_or_create(&WriteLabels {
