@@ -46,6 +46,19 @@ pub struct Candidate {
     pub metrics: std::net::SocketAddr,
 }
 
+/// A policy file (`run --policy`) whose rollouts are canaries on half the parents, held there
+/// until approved: their analysis outlasts any test.
+pub fn held_canary_policy() -> tempfile::NamedTempFile {
+    let policy = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        policy.path(),
+        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  rollout: \
+         {strategy: Canary, canaryPercent: 50, analysisSeconds: 3600}\n",
+    )
+    .unwrap();
+    policy
+}
+
 /// A directory holding `plugin` (of `make test-plugins`' `dir`) as `memcached.wasm`.
 pub fn plugin_dir(dir: &str, plugin: &str) -> tempfile::TempDir {
     let plugins = tempfile::tempdir().unwrap();

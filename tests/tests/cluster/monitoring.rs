@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use operator_host_tests::devcluster::{repo_root, wait_for};
-use operator_host_tests::election::{CONVERGE, Election};
+use operator_host_tests::election::{CONVERGE, Election, held_canary_policy};
 use operator_host_tests::host::{plugin_path, publish};
 use operator_host_tests::hostile::{attack_resource, release_attacks};
 use operator_host_tests::manifests::{one, render};
@@ -152,13 +152,7 @@ async fn every_dashboard_query_returns_series_from_a_real_hosts_metrics() {
         plugins.join("hostile.wasm"),
     )
     .unwrap();
-    let policy = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        policy.path(),
-        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  rollout: \
-         {strategy: Canary, canaryPercent: 50, analysisSeconds: 3600}\n",
-    )
-    .unwrap();
+    let policy = held_canary_policy();
     let host = election
         .candidate_with(
             "host-a",

@@ -23,7 +23,7 @@ use kube::api::{Api, ListParams};
 use operator_host::plugin::Plugin;
 use operator_host::shard::{DRAIN_LABEL, SHARD_LABEL};
 use operator_host_tests::devcluster::wait_for;
-use operator_host_tests::election::{CONVERGE, Candidate, Election, LEASE};
+use operator_host_tests::election::{CONVERGE, Candidate, Election, LEASE, held_canary_policy};
 use operator_host_tests::host::{plugin_path, publish, runtime};
 use operator_host_tests::memcached::on_v2;
 use operator_host_tests::oracle::all_converge;
@@ -336,13 +336,7 @@ async fn a_canary_split_is_one_across_shards_and_survives_a_leader_change() {
     const PARENTS: usize = 10;
     let election = Election::new(BINARY, "shard-canary").await;
     let plugins = election.v1.path();
-    let policy = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        policy.path(),
-        "apiVersion: operator-host.dev/v1alpha1\nkind: Policy\ndefaults:\n  rollout: \
-         {strategy: Canary, canaryPercent: 50, analysisSeconds: 3600}\n",
-    )
-    .unwrap();
+    let policy = held_canary_policy();
     let args = ["--shard", "--policy", policy.path().to_str().unwrap()];
     let mut replicas = Vec::new();
     for name in ["host-a", "host-b"] {
