@@ -329,13 +329,16 @@ impl Corpus {
     /// The CPU time `plugin`'s sandboxed calls used in all, seconds, and how many calls it
     /// made (its metrics).
     fn cpu_of(&self, plugin: &str) -> (f64, f64) {
-        let of = |l: &str| l.contains(&format!("plugin=\"{plugin}\""));
-        let cpu = self.host.sum("operator_host_plugin_cpu_seconds_total", of);
-        let calls = self
-            .host
-            .sum("operator_host_plugin_call_duration_seconds_count", of);
+        let cpu = self.plugin_metric("operator_host_plugin_cpu_seconds_total", plugin);
+        let calls = self.plugin_metric("operator_host_plugin_call_duration_seconds_count", plugin);
         assert!(calls > 0.0, "no call of {plugin} was counted");
         (cpu, calls)
+    }
+
+    /// The host's metric `name` for `plugin`.
+    fn plugin_metric(&self, name: &str, plugin: &str) -> f64 {
+        let of = |l: &str| l.contains(&format!("plugin=\"{plugin}\""));
+        self.host.sum(name, of)
     }
 
     async fn finish(self) {
@@ -450,14 +453,10 @@ async fn unbounded_memory_growth_stops_at_the_memory_limit() {
     // The peak of the attack's calls is its limit (to within the growth refused), beside the
     // Memcached plugin's few MiB.
     let peak = |plugin: &str| {
-        let of = |l: &str| l.contains(&format!("plugin=\"{plugin}\""));
-        let sum = corpus
-            .host
-            .sum("operator_host_plugin_call_memory_bytes_sum", of);
-        let calls = corpus
-            .host
-            .sum("operator_host_plugin_call_memory_bytes_count", of);
-        (sum, calls)
+        (
+            corpus.plugin_metric("operator_host_plugin_call_memory_bytes_sum", plugin),
+            corpus.plugin_metric("operator_host_plugin_call_memory_bytes_count", plugin),
+        )
     };
     let (hostile_sum, hostile_calls) = peak("hostile");
     assert!(
