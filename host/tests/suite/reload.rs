@@ -275,21 +275,18 @@ fn a_broken_new_plugin_is_retried_when_its_file_changes() {
 /// keeps, a few times before it is rejected like other broken content.
 #[test]
 fn content_whose_info_runs_out_of_cpu_time_is_loaded_again_a_few_times_then_rejected() {
-    let starved = Runtime::new(RuntimeConfig {
+    let runtime = Runtime::new(RuntimeConfig {
         limits: Limits {
-            // Far less than any `info` takes: every load runs out of time.
-            info_timeout: Duration::from_micros(1),
+            info_timeout: Duration::from_millis(20),
             ..Limits::default()
         },
         cache_dir: None,
-        // The deadline is checked at each tick: ticks well within the call.
-        epoch_tick: Duration::from_micros(100),
         ..RuntimeConfig::default()
     })
     .unwrap();
-    let mut fixture = Fixture::with_runtime(starved);
-    let path = fixture.path("memcached.wasm");
-    std::fs::write(&path, v1()).unwrap();
+    let mut fixture = Fixture::with_runtime(runtime);
+    let path = fixture.path("many-memories.wasm");
+    std::fs::write(&path, looping_at_start(640)).unwrap();
     for attempt in 1..4 {
         assert!(fixture.sync().is_empty(), "attempt {attempt}");
         assert!(
@@ -312,9 +309,25 @@ fn content_whose_info_runs_out_of_cpu_time_is_loaded_again_a_few_times_then_reje
     );
 
     // New content starts with every attempt again.
-    std::fs::write(&path, v2()).unwrap();
+    std::fs::write(&path, looping_at_start(320)).unwrap();
     assert!(fixture.sync().is_empty());
     assert!(fixture.registry.wants_load_again());
+}
+
+/// The hand-written plugin of `many_memories`, looping in its start function: each load
+/// runs out of time however busy the machine is (a merely short deadline does not: a call
+/// of 2 ms can end before a starved epoch ticker ticks). `main_pages` varies the content.
+fn looping_at_start(main_pages: u32) -> Vec<u8> {
+    let text = many_memories_text("many-memories", "v1alpha1")
+        .replace(
+            "(global $loop_at_start i32 (i32.const 0))",
+            "(global $loop_at_start i32 (i32.const 1))",
+        )
+        .replace(
+            "(global $main_pages i32 (i32.const 640))",
+            &format!("(global $main_pages i32 (i32.const {main_pages}))"),
+        );
+    wat::parse_str(&text).unwrap()
 }
 
 #[test]
@@ -574,15 +587,18 @@ async fn a_burst_of_writes_becomes_one_reload_of_the_final_content() {
 /// The hand-written plugin (host/tests/fixtures/many-memories.wat) named `name` (13
 /// characters, as its data layout wants) serving its kind in API version `version` (8).
 fn many_memories(name: &str, version: &str) -> Vec<u8> {
+    wat::parse_str(many_memories_text(name, version)).unwrap()
+}
+
+fn many_memories_text(name: &str, version: &str) -> String {
     assert_eq!((name.len(), version.len()), (13, 8));
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/many-memories.wat");
-    let text = std::fs::read_to_string(fixture)
+    std::fs::read_to_string(fixture)
         .unwrap()
         .replace("\"many-memories\"", &format!("{name:?}"))
         .replace("\"v1alpha1\"", &format!("{version:?}"))
         // ... and in its CRD, a JSON string inside a WAT string.
-        .replace(r#"\"v1alpha1\""#, &format!(r#"\"{version}\""#));
-    wat::parse_str(&text).unwrap()
+        .replace(r#"\"v1alpha1\""#, &format!(r#"\"{version}\""#))
 }
 
 #[test]
