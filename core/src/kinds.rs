@@ -14,8 +14,8 @@ use crate::names::check_dns_subdomain;
 
 /// A Kubernetes kind: its group, version and kind, with the plural and scope the API server
 /// serves it under. The one kind type of the host, from the contract's `group-version-kind` to
-/// the policy.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// the policy (and, serialized, the kinds a replica reports it serves).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Kind {
     pub group: String,
     pub version: String,

@@ -31,6 +31,10 @@
 //! of the namespace (names cannot be known in advance), which is why the host belongs in a
 //! namespace of its own.
 //!
+//! Every replica of `run` says what it serves (for `kubectl operator-host`) in one annotation
+//! of the Lease `<lease>-replicas` of its namespace: [`replica_report_role`] grants `get` and
+//! `patch` on that Lease alone, and `create` on leases of the namespace.
+//!
 //! With `run --plugins-from-cluster`, the ClusterRole also reads `operatorplugins` and writes
 //! their status (and, with `--install-crds`, patches their CRD), and [`pull_secret_role`] is a
 //! namespaced Role: `get` on the Secrets of the host's namespace, where an OperatorPlugin's
@@ -83,6 +87,15 @@ pub struct Options {
     pub lease: Option<LeaseName>,
     /// With `run --plugins-from-cluster`: where the OperatorPlugins are and pull Secrets read.
     pub plugins_from_cluster: Option<ClusterPlugins>,
+    /// The Lease `run` reports what each replica serves in (`None`: print no Role for it).
+    pub replica_report: Option<ReportLease>,
+}
+
+/// The Lease the replicas of `run` report what they serve in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportLease {
+    pub namespace: String,
+    pub name: String,
 }
 
 /// The OperatorPlugin resource a host with `run --plugins-from-cluster` reads, and the host's
@@ -110,15 +123,29 @@ impl Default for Options {
             install_crds: false,
             lease: None,
             plugins_from_cluster: None,
+            replica_report: None,
         }
     }
 }
 
 const LEASE_GROUP: &str = "coordination.k8s.io";
 const LEASE_VERBS: &[&str] = &["get", "update"];
+/// The report Lease is written by server-side apply (each replica's annotation its own).
+const REPORT_LEASE_VERBS: &[&str] = &["get", "patch"];
 /// With sharding: the shard Leases are named after each replica, so no rule can name them;
 /// the leader lists and watches them, takes over a dead shard's and deletes it later.
 const SHARD_LEASE_VERBS: &[&str] = &["get", "list", "watch", "create", "update", "delete"];
+
+/// A rule on leases: those named, or all of the namespace.
+fn lease_rule(names: Option<Vec<String>>, verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![LEASE_GROUP.into()]),
+        resources: Some(vec!["leases".into()]),
+        resource_names: names,
+        verbs: verbs.iter().map(ToString::to_string).collect(),
+        ..PolicyRule::default()
+    }
+}
 
 fn labels() -> Option<BTreeMap<String, String>> {
     Some(BTreeMap::from([(
@@ -131,13 +158,6 @@ fn labels() -> Option<BTreeMap<String, String>> {
 /// `None` without leader election.
 pub fn leader_election_role(options: &Options) -> Option<Role> {
     let lease = options.lease.as_ref()?;
-    let rule = |names: Option<Vec<String>>, verbs: &[&str]| PolicyRule {
-        api_groups: Some(vec![LEASE_GROUP.into()]),
-        resources: Some(vec!["leases".into()]),
-        resource_names: names,
-        verbs: verbs.iter().map(ToString::to_string).collect(),
-        ..PolicyRule::default()
-    };
     Some(Role {
         metadata: ObjectMeta {
             name: Some(format!("{}-leader-election", options.name)),
@@ -146,13 +166,31 @@ pub fn leader_election_role(options: &Options) -> Option<Role> {
             ..ObjectMeta::default()
         },
         rules: Some(if lease.sharded {
-            vec![rule(None, SHARD_LEASE_VERBS)]
+            vec![lease_rule(None, SHARD_LEASE_VERBS)]
         } else {
             vec![
-                rule(Some(vec![lease.name.clone()]), LEASE_VERBS),
-                rule(None, &["create"]),
+                lease_rule(Some(vec![lease.name.clone()]), LEASE_VERBS),
+                lease_rule(None, &["create"]),
             ]
         }),
+    })
+}
+
+/// The Role `run` needs to report what each replica serves (named `<name>-replica-report`, in
+/// the host's namespace), or `None` if the options name no report Lease.
+pub fn replica_report_role(options: &Options) -> Option<Role> {
+    let lease = options.replica_report.as_ref()?;
+    Some(Role {
+        metadata: ObjectMeta {
+            name: Some(format!("{}-replica-report", options.name)),
+            namespace: Some(lease.namespace.clone()),
+            labels: labels(),
+            ..ObjectMeta::default()
+        },
+        rules: Some(vec![
+            lease_rule(Some(vec![lease.name.clone()]), REPORT_LEASE_VERBS),
+            lease_rule(None, &["create"]),
+        ]),
     })
 }
 
@@ -298,7 +336,8 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
 }
 
 /// The ClusterRole and the namespaced Roles `options` call for ([`leader_election_role`],
-/// [`pull_secret_role`]) as YAML documents, with a comment naming the plugins they serve.
+/// [`replica_report_role`], [`pull_secret_role`]) as YAML documents, with a comment naming
+/// the plugins they serve.
 pub fn to_yaml(
     role: &ClusterRole,
     options: &Options,
@@ -324,9 +363,14 @@ pub fn to_yaml(
             );
             out.push_str(&serde_yaml::to_string(&lease_role)?);
         }
-        None => out.push_str(
-            "# No coordination.k8s.io leases: without --leader-elect the host takes none.\n",
-        ),
+        None => out.push_str("# No election Lease: without --leader-elect the host takes none.\n"),
+    }
+    if let Some(report_role) = replica_report_role(options) {
+        out.push_str(
+            "---\n# The Lease each replica says what it serves in (`kubectl operator-host`); bind \
+             it to the same ServiceAccount with a RoleBinding.\n",
+        );
+        out.push_str(&serde_yaml::to_string(&report_role)?);
     }
     if let Some(pull_secret_role) = pull_secret_role(options) {
         out.push_str(
@@ -471,6 +515,36 @@ mod tests {
                 rule("events.k8s.io", &["events"], EVENT_VERBS),
             ]
         );
+    }
+
+    #[test]
+    fn the_replica_report_role_names_the_report_lease_and_nothing_else() {
+        assert!(replica_report_role(&Options::default()).is_none());
+        let options = Options {
+            replica_report: Some(ReportLease {
+                namespace: "ops".into(),
+                name: "my-lease-replicas".into(),
+            }),
+            ..Options::default()
+        };
+        let role = replica_report_role(&options).unwrap();
+        assert_eq!(role.metadata.namespace.as_deref(), Some("ops"));
+        assert_eq!(
+            role.rules.unwrap(),
+            [
+                PolicyRule {
+                    resource_names: Some(vec!["my-lease-replicas".into()]),
+                    ..rule(LEASE_GROUP, &["leases"], &["get", "patch"])
+                },
+                rule(LEASE_GROUP, &["leases"], &["create"]),
+            ]
+        );
+        let yaml = to_yaml(
+            &cluster_role(&[], &Policy::default(), &options),
+            &options,
+            &[],
+        );
+        assert!(yaml.unwrap().contains("name: operator-host-replica-report"));
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! - [`registry`]: which version each plugin file serves; hot reload decisions.
 //! - [`watch`]: the debounced watcher of the plugin directory.
 //! - [`cli`]: the `operator-host` command line (the binary's edge).
-//! - [`leader`]: leader election with fencing (a Lease; only the holder writes).
+//! - [`leader`]: leader election with fencing (a Lease; only the holder writes); [`replicas`]:
+//!   what each replica serves, in a Lease `kubectl operator-host` reads.
 //! - [`shard`]: sharding the parents over the replicas (shard Leases, labels, drain handshake).
 //! - [`metrics`]: Prometheus metrics and health endpoints.
 //! - [`faults`]: crash points for fault-injection tests (empty unless built with `fault-injection`).
@@ -51,6 +52,7 @@ pub mod plugin;
 pub mod recording;
 pub mod registry;
 pub mod render;
+pub mod replicas;
 pub mod rollout;
 pub mod scaffold;
 pub mod shard;

@@ -438,6 +438,73 @@ impl Registry {
         cluster.synced.send_modify(|count| *count += 1);
     }
 
+    /// What this replica serves, for its report to `kubectl operator-host`: every plugin file
+    /// and OperatorPlugin it knows of, with what serves and what became of the newest offer.
+    pub fn replica_report(&self) -> Vec<crate::replicas::PluginReport> {
+        use crate::replicas::{PluginReport, ServingReport};
+        self.entries
+            .iter()
+            .map(|(id, entry)| {
+                let of_cluster = ClusterPlugins::is_id(id);
+                let (name, source) = if of_cluster {
+                    let name = file_name(id);
+                    (name.clone(), format!("OperatorPlugin {name}"))
+                } else {
+                    (file_stem(id), format!("file {}", file_name(id)))
+                };
+                let digest = self
+                    .cluster
+                    .as_ref()
+                    .filter(|_| of_cluster)
+                    .and_then(|cluster| cluster.outcome(&name))
+                    .and_then(|(_, served)| served)
+                    .map(|served| served.digest)
+                    .filter(|digest| !digest.is_empty());
+                let serving = entry.served.as_ref().map(|plugin| ServingReport {
+                    version: plugin.decl.version.clone(),
+                    sha256: plugin.decl.content_hash.clone(),
+                    digest,
+                    contract: contract_version(plugin),
+                    tier: version_labels(plugin).tier,
+                    parent: plugin.decl.parent.clone(),
+                    children: plugin.decl.children.clone(),
+                });
+                let (state, detail, candidate) = match self.outcome(id) {
+                    Outcome::Pending => ("Pending", None, None),
+                    Outcome::Serving { .. } => ("Serving", None, None),
+                    Outcome::Rejected {
+                        content_hash,
+                        error,
+                        ..
+                    } => ("Rejected", Some(error), Some(content_hash)),
+                    Outcome::Held {
+                        content_hash,
+                        reason,
+                        ..
+                    } => ("Held", Some(reason), Some(content_hash)),
+                    Outcome::Canary {
+                        content_hash,
+                        progress,
+                        ..
+                    } => ("Canary", Some(progress), Some(content_hash)),
+                    Outcome::RolledBack {
+                        content_hash,
+                        reason,
+                        ..
+                    } => ("RolledBack", Some(reason), Some(content_hash)),
+                };
+                PluginReport {
+                    name,
+                    source,
+                    state: state.into(),
+                    detail,
+                    candidate,
+                    serving,
+                }
+            })
+            .collect()
+    }
+
     /// What became of the content last offered as `id`.
     pub fn outcome(&self, id: &Path) -> Outcome {
         let Some(entry) = self.entries.get(id) else {
@@ -1030,6 +1097,17 @@ pub fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
         .collect();
     files.sort();
     Ok(files)
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned())
+}
+
+/// The contract version a plugin speaks, as its package names it (`0.2.0`).
+fn contract_version(plugin: &Plugin) -> String {
+    let package = plugin.compiled.contract().package();
+    package.rsplit('@').next().unwrap_or(package).into()
 }
 
 fn file_stem(path: &Path) -> String {

@@ -176,6 +176,7 @@ impl Host {
             leader_election: None,
             cluster_plugins: None,
             sharding: None,
+            report: None,
         };
         let metrics = Arc::new(Metrics::new());
         let (stop, stopped) = oneshot::channel::<()>();

@@ -10,6 +10,7 @@ mod crd;
 mod diff;
 mod generate_key;
 mod inspect;
+mod kubectl;
 mod new;
 mod pull;
 mod push;
@@ -179,6 +180,9 @@ enum Command {
     Componentize(componentize::ComponentizeArgs),
     /// Print what a plugin declares.
     Inspect(inspect::InspectArgs),
+    /// What the host serves and how its parents fare, read from the cluster: the same as
+    /// `kubectl operator-host` with this binary linked as `kubectl-operator_host` on PATH.
+    Kubectl(kubectl::KubectlArgs),
 }
 
 /// How to reach an OCI registry (push, pull).
@@ -237,7 +241,7 @@ enum Format {
 /// Runs the command line of the process; returns its exit code.
 pub fn main() -> ExitCode {
     crate::runtime::tune_allocator();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(kubectl::as_host_command_line(std::env::args_os().collect()));
     // Colour codes only for a terminal: a log file (`make demo`'s host.log, a pod's log)
     // gets plain text.
     let logs = tracing_subscriber::fmt()
@@ -302,9 +306,17 @@ fn exit_code(error: &anyhow::Error) -> u8 {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    if let Command::New(args) = cli.command {
-        new::run(args)?;
-        return Ok(ExitCode::SUCCESS);
+    // The commands that load no plugin need no runtime nor policy.
+    match cli.command {
+        Command::New(args) => {
+            new::run(args)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Kubectl(args) => {
+            kubectl::run(args)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
     }
     // `run` catches SIGTERM before anything else: a pod stopped while the host starts must
     // still end cleanly, not by the signal's default action.
@@ -364,7 +376,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sign(args) => sign::run(args)?,
         Command::Verify(args) => verify::run(args)?,
         Command::GenerateKey(args) => generate_key::run(args)?,
-        Command::New(_) => unreachable!("`new` returned before the runtime started"),
+        Command::New(_) | Command::Kubectl(_) => {
+            unreachable!("`new` and `kubectl` returned before the runtime started")
+        }
         Command::Conformance(args) => conformance::run(args, &runtime, &policy)?,
         Command::Componentize(args) => componentize::run(args, &runtime)?,
         Command::Inspect(args) => inspect::run(args, &runtime)?,

@@ -85,6 +85,11 @@ pub(super) fn run(args: RbacArgs, runtime: &Arc<Runtime>, policy: &Policy) -> an
         lease,
         plugins_from_cluster: plugins_from_cluster
             .then(|| crate::operator_plugin::rbac_grants(leader_election.namespace())),
+        // Every `run` reports what it serves, with or without an election.
+        replica_report: Some(rbac::ReportLease {
+            namespace: leader_election.namespace(),
+            name: crate::replicas::report_lease_name(&leader_election.leader_elect_lease),
+        }),
     };
     let role = rbac::cluster_role(&declarations, policy, &options);
     print!("{}", rbac::to_yaml(&role, &options, &declarations)?);

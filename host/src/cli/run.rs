@@ -133,6 +133,12 @@ pub(super) fn run(
         Some(_) => Leadership::candidate(),
         None => Leadership::unelected(),
     };
+    // Every replica says what it serves, for `kubectl operator-host`, beside the Lease it
+    // elects with (or would).
+    let report = controller::ReportTarget {
+        namespace: leader_election.namespace(),
+        lease: leader_election.leader_elect_lease.clone(),
+    };
     let shard = leader_election.shard;
     let ring = leader_election.leader_elect_lease.clone();
     let (async_runtime, shutdown) = serving;
@@ -184,6 +190,7 @@ pub(super) fn run(
                 leader_election,
                 cluster_plugins,
                 sharding,
+                report: Some(report),
             };
             controller::run(client, runtime, config, shutdown).await?;
             anyhow::Ok(())

@@ -26,6 +26,18 @@ pub struct RunConfig {
     /// Share the parents with the other replicas (`run --shard`; needs `leader_election`,
     /// whose leader assigns them).
     pub sharding: Option<Sharding>,
+    /// Say what this replica serves, for `kubectl operator-host`, in the report Lease of this
+    /// namespace and election Lease name (see [`crate::replicas`]).
+    pub report: Option<ReportTarget>,
+}
+
+/// Where a replica reports what it serves.
+#[derive(Debug, Clone)]
+pub struct ReportTarget {
+    /// The host's namespace.
+    pub namespace: String,
+    /// The election Lease's name (also without an election: the name it would have).
+    pub lease: String,
 }
 
 /// Where the plugins of `OperatorPlugin`s are kept, and where their pull Secrets are read.

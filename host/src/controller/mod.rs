@@ -37,9 +37,9 @@ use crate::watch;
 pub use crd::install_crd;
 pub use discovery::check_served_kinds;
 pub use handover::PLUGIN_REMOVED;
-pub use reconcile::{Error, FINALIZER};
+pub use reconcile::{Error, FINALIZER, PAUSED_ANNOTATION};
 
-pub use config::{ClusterPluginsConfig, ControllerConfig, RunConfig, ShardScope};
+pub use config::{ClusterPluginsConfig, ControllerConfig, ReportTarget, RunConfig, ShardScope};
 pub use context::{ChildCache, PluginContext};
 pub use run_loop::{SHUTDOWN_GRACE, run, run_with_metrics};
 pub use shutdown::ShutdownSignal;

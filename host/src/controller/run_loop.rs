@@ -88,6 +88,25 @@ pub async fn run_with_metrics(
         }
     });
     let (stop_cluster_plugins, cluster_plugins_stopped) = tokio::sync::watch::channel(false);
+    // One identity for everything this replica reports (the default one differs per call).
+    let replica = this_replica(&config, &client);
+    let (served, served_changes) = tokio::sync::watch::channel(Vec::new());
+    let report_task = config.report.clone().map(|target| {
+        let mut stopped = cluster_plugins_stopped.clone();
+        tokio::spawn(crate::replicas::run(
+            crate::replicas::ReportConfig {
+                namespace: target.namespace,
+                lease: target.lease,
+                replica: replica.clone(),
+                namespaces: config.controllers.namespaces.clone(),
+            },
+            served_changes,
+            leadership.clone(),
+            async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            },
+        ))
+    });
     let cluster_task = match (&config.cluster_plugins, &cluster) {
         (Some(cluster_config), Some(cluster)) => {
             if config.install_crds && leadership.may_write() {
@@ -103,7 +122,7 @@ pub async fn run_with_metrics(
                     leadership: leadership.clone(),
                     policy: config.policy.clone(),
                     selector: cluster_config.selector.clone(),
-                    replica: this_replica(&config, &client),
+                    replica,
                 },
                 cluster.synced(),
                 async move {
@@ -135,7 +154,13 @@ pub async fn run_with_metrics(
                 deferred = supervisor.sync(&registry) => retry.after_sync(deferred),
                 () = &mut shutdown => break,
             }
-            lock(&registry).report_cluster_outcomes();
+            {
+                let registry = lock(&registry);
+                registry.report_cluster_outcomes();
+                served.send_if_modified(|served| {
+                    replace_if_changed(served, registry.replica_report())
+                });
+            }
             if !metrics.is_ready() {
                 if supervisor.controllers.is_empty() {
                     tracing::warn!(dir = %dir.display(), "no plugin is being served yet; watching the directory for plugins");
@@ -155,8 +180,11 @@ pub async fn run_with_metrics(
                 true
             }
             Some(tier_up) = tiered_up.recv() => {
-                if let Some(optimized) = lock(&registry).finish_tier_up(tier_up) {
+                let optimized = lock(&registry).finish_tier_up(tier_up);
+                if let Some(optimized) = optimized {
                     supervisor.tier_up(optimized);
+                    let report = lock(&registry).replica_report();
+                    served.send_if_modified(|served| replace_if_changed(served, report));
                     crate::runtime::release_free_memory();
                 }
                 false
@@ -175,7 +203,7 @@ pub async fn run_with_metrics(
             "reconciles still in flight after the shutdown grace period are abandoned"
         );
     }
-    if let Some(task) = cluster_task {
+    for task in [cluster_task, report_task].into_iter().flatten() {
         let _ = task.await;
     }
     // Only now that nothing reconciles any more are the Leases given up: the shard's first
@@ -275,6 +303,15 @@ pub(super) fn this_replica(config: &RunConfig, client: &Client) -> operator_plug
             client: client.clone(),
         },
     }
+}
+
+/// Sets `current` to `new` if they differ; whether it did.
+fn replace_if_changed<T: PartialEq>(current: &mut T, new: T) -> bool {
+    let changed = *current != new;
+    if changed {
+        *current = new;
+    }
+    changed
 }
 
 pub(super) async fn cluster_changed(cluster: Option<&crate::registry::ClusterPlugins>) {

@@ -259,6 +259,51 @@ fn broken_content_keeps_the_previous_version_until_good_content_arrives() {
     assert_eq!(fixture.served_hash("memcached.wasm"), Some(hash(&v2())));
 }
 
+/// What a replica reports to `kubectl operator-host`: what serves, and what became of newer
+/// content.
+#[test]
+fn the_replica_report_says_what_serves_and_why_newer_content_does_not() {
+    let mut fixture = Fixture::new();
+    assert!(fixture.registry.replica_report().is_empty());
+    let path = fixture.path("memcached.wasm");
+    std::fs::write(&path, v1()).unwrap();
+    fixture.sync();
+    let [serving] = fixture.registry.replica_report().try_into().unwrap();
+    assert_eq!(
+        (
+            serving.name.as_str(),
+            serving.source.as_str(),
+            serving.state.as_str()
+        ),
+        ("memcached", "file memcached.wasm", "Serving")
+    );
+    let served = serving.serving.unwrap();
+    assert_eq!(served.sha256, hash(&v1()));
+    assert_eq!((served.contract.as_str(), served.digest), ("0.2.0", None));
+    assert_eq!(served.parent.kind, "Memcached");
+    assert_eq!(
+        served
+            .children
+            .iter()
+            .map(|k| k.kind.as_str())
+            .collect::<Vec<_>>(),
+        ["Deployment", "Service"]
+    );
+
+    let broken = &v2()[..1000];
+    std::fs::write(&path, broken).unwrap();
+    fixture.sync();
+    let [rejected] = fixture.registry.replica_report().try_into().unwrap();
+    assert_eq!(rejected.state, "Rejected");
+    assert_eq!(rejected.candidate, Some(hash(broken)));
+    assert!(rejected.detail.is_some_and(|d| !d.is_empty()));
+    assert_eq!(
+        rejected.serving.map(|s| s.sha256),
+        Some(hash(&v1())),
+        "v1 keeps serving"
+    );
+}
+
 #[test]
 fn a_broken_new_plugin_is_retried_when_its_file_changes() {
     let mut fixture = Fixture::new();

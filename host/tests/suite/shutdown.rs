@@ -53,6 +53,7 @@ async fn stop_against_a_hung_api_server(install_crds: bool) -> Duration {
         leader_election: None,
         cluster_plugins: None,
         sharding: None,
+        report: None,
     };
     let metrics = Arc::new(Metrics::new());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

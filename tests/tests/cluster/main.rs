@@ -16,6 +16,7 @@ mod hostile;
 mod hot_reload;
 mod image;
 mod in_cluster;
+mod kubectl_view;
 mod leader_election;
 mod manifests;
 mod monitoring;

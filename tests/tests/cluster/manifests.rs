@@ -208,10 +208,16 @@ fn printed_roles(objects: &[Value], name: String) -> (ClusterRole, Vec<Role>, St
         install_crds: true,
         lease: Some(rbac::LeaseName {
             namespace: namespace.clone(),
-            name: lease,
+            name: lease.clone(),
             sharded: args.iter().any(|a| a == "--shard"),
         }),
-        plugins_from_cluster: Some(operator_host::operator_plugin::rbac_grants(namespace)),
+        plugins_from_cluster: Some(operator_host::operator_plugin::rbac_grants(
+            namespace.clone(),
+        )),
+        replica_report: Some(rbac::ReportLease {
+            namespace,
+            name: operator_host::replicas::report_lease_name(&lease),
+        }),
     };
     let policy = base_policy(&base_dir());
     let printed = rbac::to_yaml(
@@ -239,7 +245,7 @@ async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
     );
     assert_eq!(committed_role, printed_role, "{drift}");
     assert_eq!(committed_roles, printed_roles, "{drift}");
-    assert_eq!(committed_roles.len(), 2, "{drift}");
+    assert_eq!(committed_roles.len(), 3, "{drift}");
     // The OperatorPlugin CRD the base ships is the one the host installs.
     let committed_crd = std::fs::read_to_string(generated_crd_path()).unwrap();
     let crd = <operator_host::operator_plugin::OperatorPlugin as kube::CustomResourceExt>::crd();
@@ -311,16 +317,21 @@ async fn the_sharded_overlay_runs_three_shards_under_the_roles_rbac_prints_for_t
     // Names and rules: kustomize adds the base's labels to what it renders.
     let rules = |role: &ClusterRole| (role.metadata.name.clone(), role.rules.clone());
     assert_eq!(rules(&rendered_role), rules(&printed_role), "{drift}");
+    // By name: kustomize renders the Roles in its own order.
     let rules = |roles: &[Role]| -> Vec<_> {
-        roles
+        let mut rules: Vec<_> = roles
             .iter()
             .map(|r| (r.metadata.name.clone(), r.rules.clone()))
-            .collect()
+            .collect();
+        rules.sort_by(|a, b| a.0.cmp(&b.0));
+        rules
     };
     assert_eq!(rules(&rendered_roles), rules(&printed_roles), "{drift}");
-    // The shard Leases are named after the pods: the Lease rule names no resource.
+    // The shard Leases are named after the pods: the election Role's Lease rule names no
+    // resource (the report Role names its one Lease).
     let lease_rules: Vec<_> = rendered_roles
         .iter()
+        .filter(|r| r.metadata.name.as_deref() == Some("operator-host-leader-election"))
         .flat_map(|r| r.rules.iter().flatten())
         .filter(|rule| rule.resources.iter().flatten().any(|r| r == "leases"))
         .collect();
@@ -525,6 +536,17 @@ async fn the_host_runs_as_deployed_under_exactly_the_generated_roles() {
             .await?
             .and_then(|l| l.spec?.holder_identity);
         Ok(holder.filter(|h| h.starts_with(&pod_name)).map(|_| ()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; log:\n{}", log()));
+    // It says what it serves for `kubectl operator-host`, which its roles allow.
+    wait_for("the host's report", TIMEOUT, || async {
+        let deployments = operator_host::replicas::read(&admin, Some(ns.name())).await?;
+        Ok(deployments
+            .iter()
+            .flat_map(|d| &d.reports)
+            .any(|r| r.replica.starts_with(&pod_name) && !r.plugins.is_empty())
+            .then_some(()))
     })
     .await
     .unwrap_or_else(|e| panic!("{e}; log:\n{}", log()));

@@ -28,6 +28,8 @@ fn printed_role(plugin: &Plugin, name: &str) -> ClusterRole {
         install_crds: true,
         lease: None,
         plugins_from_cluster: None,
+        // The in-process host reports nothing.
+        replica_report: None,
     };
     let printed = rbac::to_yaml(
         &rbac::cluster_role(
