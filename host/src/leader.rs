@@ -119,6 +119,11 @@ impl std::fmt::Debug for LeaderElection {
     }
 }
 
+/// A change of this host's role, as a trace of its own (see [`crate::telemetry`]).
+fn role_change(config: &ElectionConfig, role: &str) -> tracing::Span {
+    tracing::info_span!("leader_change", lease = %config.lease(), identity = %config.identity, role)
+}
+
 /// The identity a host uses by default: the pod's name (or the hostname), then the process id
 /// and its start time, so two processes on one machine, and a container restarted in the same
 /// pod (pid 1 again), are different candidates: a restarted host must not take over the Lease
@@ -323,25 +328,33 @@ pub async fn run(election: LeaderElection, leadership: Leadership, stop: impl Fu
             Ok(true) => {
                 leadership.lead_until(sent + config.renew_deadline);
                 if !was_leader {
-                    tracing::info!(lease = %config.lease(), identity = %config.identity, "became the leader: reconciling");
+                    role_change(&config, "leader").in_scope(|| {
+                        tracing::info!(lease = %config.lease(), identity = %config.identity, "became the leader: reconciling");
+                    });
                 }
             }
             Ok(false) => {
                 let leader = observed.as_ref().and_then(|o| o.holder.clone());
                 if was_leader {
-                    tracing::warn!(lease = %config.lease(), leader = ?leader, "lost the lease to another host: stopped writing, standing by");
+                    role_change(&config, "standby").in_scope(|| {
+                        tracing::warn!(lease = %config.lease(), leader = ?leader, "lost the lease to another host: stopped writing, standing by");
+                    });
                 } else if leadership.role()
                     != (Role::Standby {
                         leader: leader.clone(),
                     })
                 {
-                    tracing::info!(lease = %config.lease(), leader = ?leader, "standing by: plugins loaded and caches warm, not writing");
+                    role_change(&config, "standby").in_scope(|| {
+                        tracing::info!(lease = %config.lease(), leader = ?leader, "standing by: plugins loaded and caches warm, not writing");
+                    });
                 }
                 leadership.stand_by(leader);
             }
             Err(error) => {
                 if was_leader && !leadership.may_write() {
-                    tracing::warn!(lease = %config.lease(), %error, deadline = ?config.renew_deadline, "could not renew the lease within the renew deadline: stopped writing, standing by");
+                    role_change(&config, "standby").in_scope(|| {
+                        tracing::warn!(lease = %config.lease(), %error, deadline = ?config.renew_deadline, "could not renew the lease within the renew deadline: stopped writing, standing by");
+                    });
                     leadership.stand_by(None);
                 } else {
                     tracing::warn!(lease = %config.lease(), %error, "leader election attempt failed; retrying");
@@ -355,7 +368,9 @@ pub async fn run(election: LeaderElection, leadership: Leadership, stop: impl Fu
             () = &mut stop => break,
             () = tokio::time::sleep(next_attempt(&config, observed.as_ref(), &leadership)) => {}
             () = fence_closed(&leadership) => {
-                tracing::warn!(lease = %config.lease(), deadline = ?config.renew_deadline, "the renew deadline passed before the next renewal: stopped writing, standing by");
+                role_change(&config, "standby").in_scope(|| {
+                    tracing::warn!(lease = %config.lease(), deadline = ?config.renew_deadline, "the renew deadline passed before the next renewal: stopped writing, standing by");
+                });
                 leadership.stand_by(None);
             }
         }

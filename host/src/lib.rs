@@ -18,7 +18,7 @@
 //! - [`leader`]: leader election with fencing (a Lease; only the holder writes); [`replicas`]:
 //!   what each replica serves, in a Lease `kubectl operator-host` reads.
 //! - [`shard`]: sharding the parents over the replicas (shard Leases, labels, drain handshake).
-//! - [`metrics`]: Prometheus metrics and health endpoints.
+//! - [`metrics`]: Prometheus metrics and health endpoints; [`telemetry`]: traces over OTLP.
 //! - [`faults`]: crash points for fault-injection tests (empty unless built with `fault-injection`).
 //! - [`scaffold`]: `new`, a plugin to start from; [`componentize`]: a WASI preview1 module made
 //!   a component of the contract.
@@ -56,6 +56,7 @@ pub mod replicas;
 pub mod rollout;
 pub mod scaffold;
 pub mod shard;
+pub mod telemetry;
 #[cfg(test)]
 use operator_host_core::test_support;
 pub mod watch;

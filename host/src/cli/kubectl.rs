@@ -564,6 +564,18 @@ fn explanation(explained: &Explained<'_>) -> String {
         .annotations()
         .get(crate::controller::PAUSED_ANNOTATION)
         .is_some_and(|v| v == "true");
+    // Events keep the note of the first of a series: the newest event's trace is the
+    // reconcile that published it first.
+    if let Some(trace) = events
+        .iter()
+        .rev()
+        .find_map(|e| crate::telemetry::trace_in_note(e.message.as_deref().unwrap_or_default()))
+    {
+        field(
+            "Trace",
+            format!("{trace} (of the newest event's reconcile)"),
+        );
+    }
     field(
         "Paused",
         if paused {

@@ -36,6 +36,9 @@ use crate::runtime::{CompileCache, Limits, Runtime, RuntimeConfig};
 use crate::scaffold;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 /// Exit code when the plugin rejected the input (an invalid spec).
 const EXIT_REJECTED: u8 = 3;
@@ -242,26 +245,41 @@ enum Format {
 pub fn main() -> ExitCode {
     crate::runtime::tune_allocator();
     let cli = Cli::parse_from(kubectl::as_host_command_line(std::env::args_os().collect()));
+    // Traces go to a collector if the OpenTelemetry variables name one, whatever the logs'
+    // filter; the logs to stderr.
+    let traces = match crate::telemetry::Traces::from_env() {
+        Ok(traces) => traces,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colour codes only for a terminal: a log file (`make demo`'s host.log, a pod's log)
     // gets plain text.
-    let logs = tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        );
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let subscriber =
+        tracing_subscriber::registry().with(traces.as_ref().map(|traces| traces.layer()));
     match cli.log_format {
-        LogFormat::Text => logs.init(),
-        LogFormat::Json => logs.json().flatten_event(true).init(),
+        LogFormat::Text => subscriber.with(logs.with_filter(filter)).init(),
+        LogFormat::Json => subscriber
+            .with(logs.json().flatten_event(true).with_filter(filter))
+            .init(),
     }
-    match run(cli) {
+    let code = match run(cli) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {}", error_report(&error));
             ExitCode::from(exit_code(&error))
         }
+    };
+    if let Some(traces) = traces {
+        traces.shutdown();
     }
+    code
 }
 
 /// `error` and its causes, each said once: this crate's errors already quote their source in

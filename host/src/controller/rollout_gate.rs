@@ -63,6 +63,7 @@ impl Approval {
 /// Plans `new` beside the version `controller` serves, on every parent it caches; holds it
 /// (an error the run loop retries with backoff) if its plans would delete too much and it is
 /// not approved. An approved version's deletions also pass the prune guard.
+#[tracing::instrument(level = "debug", name = "rollout_gate", skip_all, fields(sha256 = %new.decl.content_hash))]
 pub(super) async fn check(
     controller: &PluginController,
     new: &Arc<Plugin>,

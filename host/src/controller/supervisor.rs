@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::Client;
+use tracing::Instrument;
 
 use super::config::RunConfig;
 use super::crd::install_crd;
@@ -135,7 +136,36 @@ impl Supervisor {
         }
         for (proposal, crd_step) in proposals.into_iter().zip(crd_steps) {
             let what = unavailable(&proposal);
-            match self.carry_out(&proposal, crd_step).await {
+            // Each change of a plugin is a trace of its own: its gate, canary step, CRD
+            // and discovery requests, and the swap.
+            let (change, content) = match &proposal {
+                Proposal::Add { plugin } => ("add", plugin.decl.content_hash.as_str()),
+                Proposal::Replace { new, .. } => ("replace", new.decl.content_hash.as_str()),
+                Proposal::Remove { old } => ("remove", old.decl.content_hash.as_str()),
+            };
+            let span = tracing::info_span!(
+                "reload",
+                path = %proposal.path().display(),
+                change,
+                sha256 = content,
+                outcome = tracing::field::Empty,
+            );
+            let carried_out = self
+                .carry_out(&proposal, crd_step)
+                .instrument(span.clone())
+                .await;
+            span.record(
+                "outcome",
+                match &carried_out {
+                    Ok(()) => "done",
+                    Err(RunError::CanaryFailed { .. }) => "rolled back",
+                    Err(error) if error.is_about_content() => "rejected",
+                    Err(RunError::CanaryAnalysing { .. }) => "canary",
+                    Err(RunError::RolloutHeld { .. }) => "held",
+                    Err(_) => "deferred",
+                },
+            );
+            match carried_out {
                 Ok(()) => {
                     self.metrics.set_unavailable(&what, None);
                     lock(registry).commit(&proposal);
@@ -352,6 +382,7 @@ impl Supervisor {
 /// or judge it; `Ok` once it is promoted (the swap goes on), an error while it is under way
 /// (retried) or once it failed (rolled back, and the content refused). An approved version
 /// is promoted at once: approving is how a canary is promoted by hand.
+#[tracing::instrument(level = "debug", skip_all, fields(sha256 = %new.decl.content_hash, approved))]
 pub(super) async fn canary_step(
     controller: &PluginController,
     new: &Arc<Plugin>,

@@ -3,61 +3,16 @@
 //! paused parent as `failing` and `explain` show them.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
-use operator_host_tests::devcluster::{kubectl_path, wait_for};
+use operator_host_tests::devcluster::wait_for;
 use operator_host_tests::election::{CONVERGE, Election};
+use operator_host_tests::kubectl_plugin::{KubectlPlugin, rows_with};
 use operator_host_tests::memcached::{create, memcached_resource, reconciled_condition};
 use serde_json::json;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
-
-/// A directory for PATH holding the host binary as `kubectl-operator_host`, where kubectl
-/// looks for the plugin `operator-host`.
-fn plugin_on_path() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(BINARY, dir.path().join("kubectl-operator_host")).unwrap();
-    dir
-}
-
-/// `kubectl operator-host ARGS` (the test's kubeconfig, the plugin first on PATH): its stdout,
-/// or a panic with its stderr.
-fn kubectl_operator_host(plugin_dir: &Path, kubeconfig: &Path, args: &[&str]) -> String {
-    let path = std::env::join_paths(std::iter::once(plugin_dir.to_path_buf()).chain(
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
-    ))
-    .unwrap();
-    let output = Command::new(kubectl_path())
-        .arg("operator-host")
-        .args(args)
-        .env("PATH", path)
-        .env("KUBECONFIG", kubeconfig)
-        .output()
-        .expect("kubectl runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "kubectl operator-host {args:?} failed: {stderr}\n{stdout}"
-    );
-    stdout
-}
-
-/// The rows of the tables in `output` that have a cell `cell`, split into cells.
-fn rows_with<'a>(output: &'a str, cell: &str) -> Vec<Vec<&'a str>> {
-    output
-        .lines()
-        .map(|line| {
-            line.split("   ")
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
-                .collect::<Vec<_>>()
-        })
-        .filter(|cells| cells.contains(&cell))
-        .collect()
-}
 
 #[tokio::test]
 async fn kubectl_shows_what_each_replica_serves_and_which_parents_fail_and_why() {
@@ -99,11 +54,8 @@ async fn kubectl_shows_what_each_replica_serves_and_which_parents_fail_and_why()
         .unwrap();
     }
 
-    let plugin_dir = plugin_on_path();
-    let kubeconfig = operator_host_tests::devcluster::cluster()
-        .kubeconfig
-        .clone();
-    let view = |args: &[&str]| kubectl_operator_host(plugin_dir.path(), &kubeconfig, args);
+    let kubectl = KubectlPlugin::new(Path::new(BINARY));
+    let view = |args: &[&str]| kubectl.run(args);
 
     // Both replicas, the leader and the standby, say they serve the same build.
     let sha = &election.plugin.decl.content_hash[..12];

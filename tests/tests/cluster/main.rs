@@ -39,5 +39,6 @@ mod spec_mutation;
 mod stale_cache;
 mod start_stop;
 mod status_truth;
+mod traces;
 mod unobserved_state;
 mod webapp;

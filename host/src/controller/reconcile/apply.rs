@@ -350,6 +350,7 @@ fn unready(closing: &PlannedChild, live: Option<&Value>) -> Option<String> {
 
 /// Deletes `existing` (a `recreate` child whose change was refused as immutable) in the
 /// foreground, with its UID as precondition; the reconcile that sees it gone creates it anew.
+#[tracing::instrument(level = "debug", name = "recreate", skip_all, fields(kind = %kind.kind, name = existing["metadata"]["name"].as_str().unwrap_or_default()))]
 async fn recreate(
     ctx: &PluginContext,
     plugin: &Plugin,
@@ -510,6 +511,7 @@ async fn read_owned(
 
 /// Applies `child`, carrying the UID of `believed` (the object the host thinks it is
 /// updating) as a precondition; a create carries none.
+#[tracing::instrument(level = "debug", name = "apply", skip_all, fields(kind = %kind.kind, name = child["metadata"]["name"].as_str().unwrap_or_default()))]
 async fn apply_believing(
     ctx: &PluginContext,
     plugin: &Plugin,

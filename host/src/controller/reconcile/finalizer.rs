@@ -88,6 +88,7 @@ fn remove_operations(parent: &DynamicObject) -> Value {
 }
 
 /// Applies the JSON patch `operations` to the parent's metadata.
+#[tracing::instrument(level = "debug", name = "finalizer_write", skip_all)]
 async fn json_patch_parent(
     parent: &DynamicObject,
     ctx: &PluginContext,

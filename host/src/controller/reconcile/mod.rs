@@ -26,6 +26,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::{ChildCache, PluginContext};
 use crate::api::api_for;
@@ -215,6 +216,32 @@ pub async fn reconcile(
     let key = parent_key(&parent);
     let canary = ctx.canary.version_for(&key);
     let plugin = canary.clone().unwrap_or_else(|| ctx.plugin.load_full());
+    // One trace per reconcile: this span, its steps' and their requests' under it; its trace
+    // id is a field of every log line of the reconcile.
+    let span = tracing::info_span!(
+        "reconcile",
+        plugin = %plugin.decl.name,
+        parent = %key,
+        version = %plugin.decl.version,
+        canary = canary.is_some(),
+        trace_id = tracing::field::Empty,
+    );
+    if let Some(trace_id) = crate::telemetry::trace_id(&span) {
+        span.record("trace_id", tracing::field::display(trace_id));
+    }
+    reconcile_with(parent, ctx, plugin, canary, key)
+        .instrument(span)
+        .await
+}
+
+/// [`reconcile`] once the version that serves the parent is chosen.
+async fn reconcile_with(
+    parent: Arc<DynamicObject>,
+    ctx: Arc<PluginContext>,
+    plugin: Arc<Plugin>,
+    canary: Option<Arc<Plugin>>,
+    key: String,
+) -> Result<Action, Error> {
     let labels = PluginLabels {
         plugin: plugin.decl.name.clone(),
     };
@@ -372,15 +399,19 @@ async fn reconcile_parent(
     let api = api_for(&ctx.client, &decl.parent, parent.namespace().as_deref());
     // Before the plan: whether the spec asks for deletions follows from the parent as it came.
     let deletions_asked_for = spec_asks_for_deletions(parent, ctx, rules, &decl.content_hash);
-    let observed = observed_children(parent, ctx, plugin).await?;
     let parent_json = serde_json::to_value(parent).unwrap_or(Value::Null);
-    let related = related_objects(&parent_json, ctx, plugin).await?;
+    let (observed, related) = async {
+        let observed = observed_children(parent, ctx, plugin).await?;
+        let related = related_objects(&parent_json, ctx, plugin).await?;
+        Ok::<_, Error>((observed, related))
+    }
+    .instrument(tracing::debug_span!("cache_wait"))
+    .await?;
     record(ctx, plugin, &parent_json, &observed, &related);
     let inputs = apply::churn_inputs(parent, &related, &decl.name);
     let plan = call_plan(ctx, plugin, parent_json.clone(), observed.clone(), related).await?;
-    plugin
-        .policy
-        .check(decl, &parent_json, &plan)
+    tracing::debug_span!("policy_check", children = plan.apply.len())
+        .in_scope(|| plugin.policy.check(decl, &parent_json, &plan))
         .map_err(PlanError::from)?;
     // Only a plan that passed the policy may hold up the parent's deletion.
     if decl.needs_finalize && !finalizer::holds(parent) {
@@ -504,6 +535,7 @@ fn guard_prunes(
 /// Calls the plugin's `finalize` for a parent being deleted; removes the host's finalizer
 /// once it reports done. A parent in a namespace the policy does not allow the plugin is
 /// released without calling it: the plugin may not act there, so it may not hold it either.
+#[tracing::instrument(level = "debug", name = "finalize", skip_all)]
 async fn finalize_parent(
     parent: &DynamicObject,
     ctx: &PluginContext,
@@ -784,6 +816,19 @@ async fn live_children(
 
 /// Runs `call` (a sandboxed call of `plugin`) on a blocking thread, within the plugin's
 /// share of call slots, and records its duration and what it used.
+#[tracing::instrument(
+    level = "debug",
+    name = "plugin_call",
+    skip_all,
+    fields(
+        plugin = %plugin.decl.name,
+        version = %plugin.decl.version,
+        sha256 = %plugin.decl.content_hash,
+        contract = plugin.compiled.contract().package(),
+        cpu_seconds = tracing::field::Empty,
+        peak_memory_bytes = tracing::field::Empty,
+    )
+)]
 async fn call_in_slot<R: Send + 'static>(
     ctx: &PluginContext,
     plugin: &Plugin,
@@ -792,6 +837,7 @@ async fn call_in_slot<R: Send + 'static>(
     let _slot = ctx
         .call_slots
         .acquire()
+        .instrument(tracing::debug_span!("call_slot_wait"))
         .await
         .map_err(|e| Error::PluginTask(e.to_string()))?;
     let started = Instant::now();
@@ -809,6 +855,9 @@ async fn call_in_slot<R: Send + 'static>(
         .get_or_create(&labels)
         .observe(started.elapsed().as_secs_f64());
     if let Some(usage) = usage {
+        let span = tracing::Span::current();
+        span.record("cpu_seconds", usage.cpu.as_secs_f64());
+        span.record("peak_memory_bytes", usage.memory_bytes);
         ctx.metrics
             .plugin_cpu
             .get_or_create(&labels)
@@ -871,12 +920,20 @@ async fn publish(
     related: Option<k8s_openapi::api::core::v1::ObjectReference>,
 ) {
     let reference = parent.object_ref(&plugin.decl.parent.api_resource());
+    // The reconcile's trace, if traces are exported: `kubectl operator-host explain` shows it.
+    let note = match crate::telemetry::trace_id(&tracing::Span::current()) {
+        Some(trace_id) => crate::telemetry::note_with_trace(&note, &trace_id, EVENT_NOTE_LIMIT),
+        None => note,
+    };
     let event = event(type_, reason, &note, related);
     spend_write(ctx, parent, &plugin.decl.name, "event").await;
     if let Err(error) = ctx.recorder.publish(&event, &reference).await {
         tracing::debug!(%error, "cannot publish event");
     }
 }
+
+/// The most characters of an event's note (the API server allows 1 KiB).
+const EVENT_NOTE_LIMIT: usize = 1000;
 
 /// An event of the host's about a parent (`related`: the child it is about, if any).
 pub(crate) fn event(
@@ -888,7 +945,7 @@ pub(crate) fn event(
     Event {
         type_,
         reason: reason.to_string(),
-        note: Some(note.chars().take(1000).collect()),
+        note: Some(note.chars().take(EVENT_NOTE_LIMIT).collect()),
         action: "Reconcile".into(),
         secondary: related,
     }

@@ -61,6 +61,7 @@ pub(super) async fn prune_children(
 
 /// Deletes `target` if it still is the object of that UID; returns whether it deleted it
 /// (an object already gone, or replaced by another of that name, is nothing of ours).
+#[tracing::instrument(level = "debug", name = "prune", skip_all, fields(kind = %target.kind.kind, name = %target.name, policy = "Delete"))]
 pub(crate) async fn delete_target(
     client: &kube::Client,
     target: &PruneTarget,
@@ -87,6 +88,7 @@ pub(crate) async fn delete_target(
 
 /// Releases `target`: removes the host's labels, its annotation and every controller
 /// reference to the parent, if it still is the object of that UID; returns whether it did.
+#[tracing::instrument(level = "debug", name = "prune", skip_all, fields(kind = %target.kind.kind, name = %target.name, policy = "Orphan"))]
 pub(crate) async fn orphan_target(
     client: &kube::Client,
     target: &PruneTarget,

@@ -125,6 +125,7 @@ pub(super) fn uid_test(parent: &DynamicObject) -> Value {
 }
 
 /// Writes `status` onto the parent the host believes it is (see [`status_patch`]).
+#[tracing::instrument(level = "debug", name = "status_write", skip_all)]
 pub(crate) async fn patch_parent_status(
     api: &Api<DynamicObject>,
     parent: &DynamicObject,
