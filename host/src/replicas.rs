@@ -66,8 +66,10 @@ pub struct ReportConfig {
     pub namespace: String,
     /// The election Lease's name: the report Lease is named after it.
     pub lease: String,
-    /// This replica's identity, and a client that writes while it stands by.
-    pub replica: crate::operator_plugin::Replica,
+    /// This replica's identity (the election's).
+    pub identity: String,
+    /// A client that writes while this replica stands by (the election's unfenced one).
+    pub client: Client,
     /// The namespaces it reconciles parents in; empty: all.
     pub namespaces: Vec<String>,
 }
@@ -77,7 +79,7 @@ impl std::fmt::Debug for ReportConfig {
         f.debug_struct("ReportConfig")
             .field("namespace", &self.namespace)
             .field("lease", &self.lease)
-            .field("replica", &self.replica.name)
+            .field("identity", &self.identity)
             .finish()
     }
 }
@@ -225,7 +227,7 @@ pub async fn run(
     tokio::pin!(stop);
     loop {
         let report = ReplicaReport {
-            replica: config.replica.name.clone(),
+            replica: config.identity.clone(),
             role: role_name(&roles.borrow_and_update()),
             namespaces: config.namespaces.clone(),
             reported: now_rfc3339(),
@@ -282,7 +284,7 @@ async fn write(
     leads: bool,
 ) -> Result<(), Error> {
     let name = report_lease_name(&config.lease);
-    let api: Api<Lease> = Api::namespaced(config.replica.client.clone(), &config.namespace);
+    let api: Api<Lease> = Api::namespaced(config.client.clone(), &config.namespace);
     let failed = |source| Error::Write {
         namespace: config.namespace.clone(),
         name: name.clone(),
@@ -291,7 +293,7 @@ async fn write(
     let mut annotations = BTreeMap::new();
     if let Some(report) = report {
         let value = serde_json::to_string(report).expect("a report serializes");
-        annotations.insert(annotation(&config.replica.name), value);
+        annotations.insert(annotation(&config.identity), value);
     }
     let lease = json!({
         "apiVersion": "coordination.k8s.io/v1",
@@ -302,7 +304,7 @@ async fn write(
             "annotations": annotations,
         },
     });
-    let manager = field_manager(&config.replica.name);
+    let manager = field_manager(&config.identity);
     let written = api
         .patch(
             &name,

@@ -97,7 +97,8 @@ pub async fn run_with_metrics(
             crate::replicas::ReportConfig {
                 namespace: target.namespace,
                 lease: target.lease,
-                replica: replica.clone(),
+                identity: replica.name.clone(),
+                client: replica.client.clone(),
                 namespaces: config.controllers.namespaces.clone(),
             },
             served_changes,

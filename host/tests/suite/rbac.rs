@@ -4,7 +4,8 @@ use crate::util;
 
 use std::path::Path;
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use serde::Deserialize;
 use util::{example_plugin, operator_host};
 
 fn rbac(extra: &[&str]) -> (ClusterRole, String) {
@@ -18,7 +19,19 @@ fn rbac(extra: &[&str]) -> (ClusterRole, String) {
         "stderr: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let role: ClusterRole = serde_yaml::from_str(&stdout).expect("the output is a ClusterRole");
+    let text = stdout.clone();
+    let mut documents = serde_yaml::Deserializer::from_str(&text);
+    let first = documents.next().expect("a first document");
+    let role = ClusterRole::deserialize(first).expect("the first document is a ClusterRole");
+    // Every `run` reports what it serves: the Role for its report Lease follows.
+    let report_role = Role::deserialize(documents.next().expect("a second document"))
+        .expect("the second document is a Role");
+    assert_eq!(
+        report_role.metadata.name.as_deref(),
+        Some(format!("{}-replica-report", role.metadata.name.as_deref().unwrap()).as_str()),
+        "{stdout}"
+    );
+    assert!(documents.next().is_none(), "{stdout}");
     (role, stdout)
 }
 
@@ -79,7 +92,7 @@ fn the_memcached_role_has_exactly_the_expected_rules() {
     expected.push(rule("events.k8s.io", &["events"], EVENTS));
     assert_eq!(role.rules.unwrap(), expected);
     assert!(text.contains("memcached@"), "{text}");
-    assert!(text.contains("# No coordination.k8s.io leases"), "{text}");
+    assert!(text.contains("# No election Lease"), "{text}");
 }
 
 #[test]
