@@ -50,6 +50,13 @@ echo "waiting for the MySQL example to become ONLINE..."
 echo "waiting for the etcd example to be Running..."
 "$kubectl" wait --for=condition=Ready etcdcluster/example --timeout=180s
 "$kubectl" get etcdclusters,statefulsets,services,pods -l app.kubernetes.io/instance=example
+# The binary is also the kubectl plugin `kubectl operator-host`, under the name kubectl looks for.
+mkdir -p "$state/bin"
+ln -sf "$root/target/release/operator-host" "$state/bin/kubectl-operator_host"
+echo
+echo "What each replica serves, and the parents that fail (kubectl operator-host):"
+PATH="$root/$state/bin:$PATH" "$kubectl" operator-host plugins
+PATH="$root/$state/bin:$PATH" "$kubectl" operator-host failing -A
 echo
 echo "Try editing the CR and watch the host follow:"
 echo "  KUBECONFIG=$KUBECONFIG $kubectl patch memcached memcached-sample --type merge -p '{\"spec\":{\"size\":5}}'"
@@ -58,5 +65,6 @@ echo "  KUBECONFIG=$KUBECONFIG $kubectl patch etcd example --type merge -p '{\"s
 echo "  make test-plugins && cp target/test-plugins/memcached-v2.wasm target/plugins/memcached.wasm   # hot swap: children get the v2 annotation"
 echo "  cp target/plugins-python/memcached.wasm target/plugins/memcached.wasm   # the same operator in Python takes over; its children are not written again"
 echo "  curl -s http://$metrics_addr/metrics | grep operator_host_"
+echo "  PATH=$root/$state/bin:\$PATH KUBECONFIG=$KUBECONFIG $kubectl operator-host explain memcached/memcached-sample"
 echo "The host keeps running; Ctrl-C stops it (the control plane stays up: make cluster-down)."
 wait $host

@@ -72,6 +72,8 @@ pub struct ReportConfig {
     pub client: Client,
     /// The namespaces it reconciles parents in; empty: all.
     pub namespaces: Vec<String>,
+    /// With sharding: its shard.
+    pub shard: Option<String>,
 }
 
 impl std::fmt::Debug for ReportConfig {
@@ -106,6 +108,9 @@ pub struct ReplicaReport {
     /// The namespaces it reconciles parents in; empty: all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<String>,
+    /// With sharding: its shard, the value of the parents' shard label it reconciles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
     /// RFC 3339: when it last said so.
     pub reported: String,
     pub plugins: Vec<PluginReport>,
@@ -230,6 +235,7 @@ pub async fn run(
             replica: config.identity.clone(),
             role: role_name(&roles.borrow_and_update()),
             namespaces: config.namespaces.clone(),
+            shard: config.shard.clone(),
             reported: now_rfc3339(),
             plugins: plugins.borrow_and_update().clone(),
         };
@@ -351,6 +357,7 @@ mod tests {
             replica: "host-0_1-a".into(),
             role: "leader".into(),
             namespaces: vec![],
+            shard: None,
             reported: reported.into(),
             plugins: vec![],
         }

@@ -96,94 +96,117 @@ pub(super) fn run(args: KubectlArgs) -> anyhow::Result<()> {
                     eprintln!("{}", no_reports(host_namespace));
                     return Ok(());
                 }
-                plugins_table(&deployments, now)
+                Some(plugins_table(&deployments, now))
             }
             View::Failing { plugin, scope } => {
                 let namespace = scope.namespace(&default_namespace);
-                let kinds = parent_kinds(&deployments, plugin.as_deref(), now);
-                if kinds.is_empty() {
-                    anyhow::bail!(
-                        "{}",
-                        match &plugin {
-                            Some(plugin) => format!(
-                                "no replica of operator-host reports serving plugin {plugin:?}"
-                            ),
-                            None => no_reports(host_namespace),
-                        }
-                    );
-                }
-                let mut failing = Vec::new();
-                for (plugin, kind) in kinds {
-                    for parent in list(&client, &kind, namespace.as_deref(), None).await? {
-                        if let Some(failure) = Failure::of(&plugin, &parent) {
-                            failing.push(failure);
-                        }
-                    }
-                }
+                let failing = failing(
+                    &client,
+                    &deployments,
+                    plugin.as_deref(),
+                    namespace.as_deref(),
+                    now,
+                )
+                .await?;
                 if failing.is_empty() {
                     eprintln!(
                         "No failing parents{}.",
                         namespace.map_or_else(String::new, |ns| format!(" in namespace {ns}"))
                     );
-                    return Ok(());
                 }
-                failing_table(&failing, scope.all_namespaces, now)
+                (!failing.is_empty()).then(|| failing_table(&failing, scope.all_namespaces, now))
             }
             View::Explain { parent, scope } => {
                 let namespace = scope.namespace(&default_namespace);
-                let (plugin_or_kind, name) = parent.split_once('/').with_context(|| {
-                    format!("{parent:?} is not PLUGIN/NAME (such as memcached/cache)")
-                })?;
-                let (plugin, kind) = parent_kinds(&deployments, None, now)
-                    .into_iter()
-                    .find(|(plugin, kind)| {
-                        plugin == plugin_or_kind
-                            || kind.kind.eq_ignore_ascii_case(plugin_or_kind)
-                            || kind.plural == plugin_or_kind
-                    })
-                    .with_context(|| {
-                        format!(
-                            "no replica of operator-host reports serving a plugin or parent kind \
-                             named {plugin_or_kind:?} (see `kubectl operator-host plugins`)"
-                        )
-                    })?;
-                let parent = get(&client, &kind, namespace.as_deref(), name).await?;
-                let uid = parent.uid().unwrap_or_default();
-                let mut children = Vec::new();
-                for child_kind in child_kinds(&deployments, &plugin, now) {
-                    let selector = format!("{PARENT_UID_LABEL}={uid}");
-                    let child_namespace = child_kind.namespaced.then_some(namespace.as_deref());
-                    for child in list(
-                        &client,
-                        &child_kind,
-                        child_namespace.flatten(),
-                        Some(&selector),
-                    )
-                    .await?
-                    {
-                        children.push((child_kind.kind.clone(), child));
-                    }
-                }
-                let events = events_of(&client, &parent).await?;
-                explanation(&Explained {
-                    plugin: &plugin,
-                    kind: &kind,
-                    parent: &parent,
-                    serving: serving_lines(
-                        &deployments,
-                        &plugin,
-                        parent.namespace().as_deref(),
-                        now,
-                    ),
-                    children: &children,
-                    events: &events,
-                    now,
-                })
+                Some(explain(&client, &deployments, &parent, namespace.as_deref(), now).await?)
             }
         };
-        print!("{output}");
+        if let Some(output) = output {
+            print!("{output}");
+        }
         anyhow::Ok(())
     })?
+}
+
+/// The failing parents of `plugin` (of every plugin a replica reports) in `namespace`.
+async fn failing(
+    client: &Client,
+    deployments: &[HostDeployment],
+    plugin: Option<&str>,
+    namespace: Option<&str>,
+    now: Timestamp,
+) -> anyhow::Result<Vec<Failure>> {
+    let kinds = parent_kinds(deployments, plugin, now);
+    if kinds.is_empty() {
+        anyhow::bail!(
+            "{}",
+            match plugin {
+                Some(plugin) =>
+                    format!("no replica of operator-host reports serving plugin {plugin:?}"),
+                None => no_reports(None),
+            }
+        );
+    }
+    let mut failing = Vec::new();
+    for (plugin, kind) in kinds {
+        for parent in list(client, &kind, namespace, None).await? {
+            failing.extend(Failure::of(&plugin, &parent));
+        }
+    }
+    Ok(failing)
+}
+
+/// `explain PLUGIN/NAME`: the parent, its children and events, and what serves it.
+async fn explain(
+    client: &Client,
+    deployments: &[HostDeployment],
+    parent: &str,
+    namespace: Option<&str>,
+    now: Timestamp,
+) -> anyhow::Result<String> {
+    let (plugin_or_kind, name) = parent
+        .split_once('/')
+        .with_context(|| format!("{parent:?} is not PLUGIN/NAME (such as memcached/cache)"))?;
+    let (plugin, kind) = parent_kinds(deployments, None, now)
+        .into_iter()
+        .find(|(plugin, kind)| {
+            plugin == plugin_or_kind
+                || kind.kind.eq_ignore_ascii_case(plugin_or_kind)
+                || kind.plural == plugin_or_kind
+        })
+        .with_context(|| {
+            format!(
+                "no replica of operator-host reports serving a plugin or parent kind named \
+                 {plugin_or_kind:?} (see `kubectl operator-host plugins`)"
+            )
+        })?;
+    let parent = get(client, &kind, namespace, name).await?;
+    let selector = format!("{PARENT_UID_LABEL}={}", parent.uid().unwrap_or_default());
+    let mut children = Vec::new();
+    for child_kind in child_kinds(deployments, &plugin, now) {
+        let listed = list(
+            client,
+            &child_kind,
+            parent.namespace().as_deref(),
+            Some(&selector),
+        )
+        .await?;
+        children.extend(
+            listed
+                .into_iter()
+                .map(|child| (child_kind.kind.clone(), child)),
+        );
+    }
+    let events = events_of(client, &parent).await?;
+    Ok(explanation(&Explained {
+        plugin: &plugin,
+        kind: &kind,
+        parent: &parent,
+        serving: serving_lines(deployments, &plugin, &parent, now),
+        children: &children,
+        events: &events,
+        now,
+    }))
 }
 
 impl Scope {
@@ -491,16 +514,23 @@ struct Explained<'a> {
     now: Timestamp,
 }
 
-/// What serves `plugin` on each replica that reconciles parents in `namespace` (`None`: a
-/// cluster-scoped parent), a line each.
+/// What serves `plugin` on each replica that reconciles `parent` (one in its namespace, or
+/// any for a cluster-scoped parent), a line each; with sharding, the replica of its shard is
+/// marked.
 fn serving_lines(
     deployments: &[HostDeployment],
     plugin: &str,
-    namespace: Option<&str>,
+    parent: &DynamicObject,
     now: Timestamp,
 ) -> Vec<String> {
+    let namespace = parent.namespace();
+    let shard = parent.labels().get(crate::shard::SHARD_LABEL);
     live_reports(deployments, now)
-        .filter(|report| namespace.is_none_or(|ns| report.serves_namespace(ns)))
+        .filter(move |report| {
+            namespace
+                .as_deref()
+                .is_none_or(|ns| report.serves_namespace(ns))
+        })
         .flat_map(|report| {
             report
                 .plugins
@@ -521,6 +551,9 @@ fn serving_lines(
                         line.push_str(&message);
                     }
                     line.push(')');
+                    if shard.is_some() && report.shard.as_ref() == shard {
+                        line.push_str(" <- its shard");
+                    }
                     line
                 })
         })
@@ -778,6 +811,45 @@ mod tests {
             parent(json!([{"type": "Reconciled", "status": "True", "reason": "Reconciled"}]));
         assert_eq!(Failure::of("memcached", &healthy), None);
         assert_eq!(Failure::of("memcached", &parent(json!([]))), None);
+    }
+
+    #[test]
+    fn explain_lists_the_replicas_of_the_parents_namespace_and_marks_its_shard() {
+        let now: Timestamp = "2026-12-07T12:05:00Z".parse().unwrap();
+        let report = |replica: &str, shard: Option<&str>, namespaces: &[&str]| ReplicaReport {
+            replica: replica.into(),
+            role: "leader".into(),
+            namespaces: namespaces.iter().map(ToString::to_string).collect(),
+            shard: shard.map(Into::into),
+            reported: "2026-12-07T12:04:00Z".into(),
+            plugins: vec![PluginReport {
+                name: "memcached".into(),
+                source: "file memcached.wasm".into(),
+                state: "Serving".into(),
+                detail: None,
+                candidate: None,
+                serving: None,
+            }],
+        };
+        let deployments = [HostDeployment {
+            namespace: "ops".into(),
+            lease: "operator-host".into(),
+            reports: vec![
+                report("a", Some("shard-a"), &[]),
+                report("b", Some("shard-b"), &["ns"]),
+                report("c", None, &["elsewhere"]),
+            ],
+        }];
+        let mut parent = parent(json!([]));
+        parent.metadata.labels =
+            Some([(crate::shard::SHARD_LABEL.to_string(), "shard-b".to_string())].into());
+        assert_eq!(
+            serving_lines(&deployments, "memcached", &parent, now),
+            [
+                "nothing on a (leader, Serving)",
+                "nothing on b (leader, Serving) <- its shard",
+            ]
+        );
     }
 
     #[test]

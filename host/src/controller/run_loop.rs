@@ -100,6 +100,7 @@ pub async fn run_with_metrics(
                 identity: replica.name.clone(),
                 client: replica.client.clone(),
                 namespaces: config.controllers.namespaces.clone(),
+                shard: config.controllers.shard.as_ref().map(|s| s.shard.clone()),
             },
             served_changes,
             leadership.clone(),
