@@ -34,6 +34,9 @@ pub const REPORT_EXPIRY: Duration = Duration::from_secs(3 * 60);
 const WITHDRAW_TIMEOUT: Duration = Duration::from_millis(1500);
 /// How soon a failed write is tried again.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(10);
+/// How long one write may take: an API server that does not answer must not hold the report
+/// task (nor, through it, a stopping host).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The label of report Leases: the name of the host deployment's election Lease.
 pub const REPORT_LABEL: &str = "operator-host.dev/replicas-of";
@@ -54,6 +57,12 @@ pub enum Error {
         name: String,
         #[source]
         source: kube::Error,
+    },
+    #[error("writing this replica's report to Lease {namespace}/{name} took longer than {after:?}")]
+    WriteTimeout {
+        namespace: String,
+        name: String,
+        after: Duration,
     },
     #[error("cannot list the Leases of operator-host replicas ({REPORT_LABEL}): {0}")]
     List(#[source] kube::Error),
@@ -239,7 +248,18 @@ pub async fn run(
             reported: now_rfc3339(),
             plugins: plugins.borrow_and_update().clone(),
         };
-        let pause = match write(&config, Some(&report), leadership.role() == Role::Leader).await {
+        let leads = leadership.role() == Role::Leader;
+        let written = tokio::select! {
+            () = &mut stop => break,
+            written = tokio::time::timeout(WRITE_TIMEOUT, write(&config, Some(&report), leads)) => {
+                written.unwrap_or_else(|_| Err(Error::WriteTimeout {
+                    namespace: config.namespace.clone(),
+                    name: report_lease_name(&config.lease),
+                    after: WRITE_TIMEOUT,
+                }))
+            }
+        };
+        let pause = match written {
             Ok(()) => {
                 if last_error.take().is_some() {
                     tracing::info!("this replica's report is written again");

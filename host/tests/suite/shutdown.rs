@@ -53,7 +53,11 @@ async fn stop_against_a_hung_api_server(install_crds: bool) -> Duration {
         leader_election: None,
         cluster_plugins: None,
         sharding: None,
-        report: None,
+        // As `run` ships: the replica's report is written too, and hangs as well.
+        report: Some(operator_host::controller::ReportTarget {
+            namespace: "default".into(),
+            lease: operator_host::leader::DEFAULT_LEASE_NAME.into(),
+        }),
     };
     let metrics = Arc::new(Metrics::new());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
