@@ -245,7 +245,7 @@ pub async fn run(
             role: role_name(&roles.borrow_and_update()),
             namespaces: config.namespaces.clone(),
             shard: config.shard.clone(),
-            reported: crate::controller::now_rfc3339(),
+            reported: now_rfc3339(),
             plugins: plugins.borrow_and_update().clone(),
         };
         let leads = leadership.role() == Role::Leader;
@@ -284,6 +284,13 @@ pub async fn run(
         }
     }
     let _ = tokio::time::timeout(WITHDRAW_TIMEOUT, write(&config, None, false)).await;
+}
+
+fn now_rfc3339() -> String {
+    let now = Timestamp::now();
+    now.round(k8s_openapi::jiff::Unit::Second)
+        .unwrap_or(now)
+        .to_string()
 }
 
 fn role_name(role: &Role) -> String {

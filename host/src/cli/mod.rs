@@ -27,7 +27,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::controller::{self, now_rfc3339};
+use crate::controller;
 use crate::leader;
 use crate::plan::PlanError;
 use crate::plugin::Plugin;
@@ -473,4 +473,11 @@ fn runtime_config(args: &RuntimeArgs) -> RuntimeConfig {
         },
         ..RuntimeConfig::default()
     }
+}
+
+fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
 }

@@ -37,7 +37,6 @@ use crate::watch;
 pub use crd::install_crd;
 pub use discovery::check_served_kinds;
 pub use handover::PLUGIN_REMOVED;
-pub(crate) use reconcile::now_rfc3339;
 pub use reconcile::{Error, FINALIZER, PAUSED_ANNOTATION};
 
 pub use config::{ClusterPluginsConfig, ControllerConfig, ReportTarget, RunConfig, ShardScope};
