@@ -66,6 +66,141 @@ pub struct PluginInfo {
     /// The parent's CustomResourceDefinition, as JSON.
     pub crd: String,
     pub related: Vec<RelatedResource>,
+    /// Which admission and conversion functions the host calls (contract 0.3.0; nothing for
+    /// older plugins).
+    pub implements: Capabilities,
+}
+
+/// The functions beyond `reconcile` and `finalize` a plugin implements (contract 0.3.0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Capabilities {
+    /// `validate` for creates and updates.
+    pub validate: bool,
+    /// `validate` for deletes too.
+    pub validate_delete: bool,
+    /// `default` for creates and updates.
+    pub default: bool,
+    /// `convert` between the CRD's versions.
+    pub convert: bool,
+}
+
+impl Capabilities {
+    /// Whether the plugin needs an admission webhook of the API server at all.
+    pub fn admission(&self) -> bool {
+        self.validate || self.validate_delete || self.default
+    }
+}
+
+/// What an admission request does to a parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+}
+
+/// The input of `validate`: the parent as it would be stored and as it was, as JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionRequest {
+    pub operation: Operation,
+    /// None for a delete.
+    pub object: Option<String>,
+    /// Some for updates and deletes.
+    pub old_object: Option<String>,
+    pub user: String,
+    pub dry_run: bool,
+}
+
+/// Why a field is refused, with the API server's own wording and cause types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FieldErrorType {
+    Required,
+    Invalid,
+    Forbidden,
+    NotSupported,
+    Duplicate,
+    TooLong,
+    TooMany,
+    NotFound,
+}
+
+impl FieldErrorType {
+    /// The API server's wording (k8s.io/apimachinery's `field.ErrorType.String`).
+    pub fn describe(self) -> &'static str {
+        match self {
+            FieldErrorType::Required => "Required value",
+            FieldErrorType::Invalid => "Invalid value",
+            FieldErrorType::Forbidden => "Forbidden",
+            FieldErrorType::NotSupported => "Unsupported value",
+            FieldErrorType::Duplicate => "Duplicate value",
+            FieldErrorType::TooLong => "Too long",
+            FieldErrorType::TooMany => "Too many",
+            FieldErrorType::NotFound => "Not found",
+        }
+    }
+
+    /// The `metav1.CauseType` of a `Status`'s causes: `FieldValueInvalid`, ...
+    pub fn cause_type(self) -> &'static str {
+        match self {
+            FieldErrorType::Required => "FieldValueRequired",
+            FieldErrorType::Invalid => "FieldValueInvalid",
+            FieldErrorType::Forbidden => "FieldValueForbidden",
+            FieldErrorType::NotSupported => "FieldValueNotSupported",
+            FieldErrorType::Duplicate => "FieldValueDuplicate",
+            FieldErrorType::TooLong => "FieldValueTooLong",
+            FieldErrorType::TooMany => "FieldValueTooMany",
+            FieldErrorType::NotFound => "FieldValueNotFound",
+        }
+    }
+
+    /// Whether the API server shows the refused value with this type.
+    fn shows_value(self) -> bool {
+        matches!(
+            self,
+            FieldErrorType::Invalid | FieldErrorType::NotSupported | FieldErrorType::Duplicate
+        )
+    }
+}
+
+/// One refused field of an admission request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub reason: FieldErrorType,
+    /// `spec.size`, `spec.containers[0].image`.
+    pub field: String,
+    /// The refused value, as JSON.
+    pub value: Option<String>,
+    pub detail: String,
+}
+
+impl FieldError {
+    /// The message without the field: `Invalid value: 0: must be between 1 and 10`.
+    pub fn message(&self) -> String {
+        let mut message = self.reason.describe().to_string();
+        if let Some(value) = self.value.as_ref().filter(|_| self.reason.shows_value()) {
+            message.push_str(": ");
+            message.push_str(value);
+        }
+        if !self.detail.is_empty() {
+            message.push_str(": ");
+            message.push_str(&self.detail);
+        }
+        message
+    }
+}
+
+/// As the API server prints a field error: `spec.size: Invalid value: 0: must be ...`.
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message())
+    }
+}
+
+/// A `validate` answer: refused when `errors` is not empty.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Validation {
+    pub errors: Vec<FieldError>,
+    pub warnings: Vec<String>,
 }
 
 /// The objects of one related resource, as JSON.
@@ -201,6 +336,11 @@ pub enum CallError {
     ResponseTooLarge { size: usize, limit: usize },
     #[error("cannot instantiate the plugin: {message}")]
     Instantiate { message: String },
+    #[error("the plugin's contract ({contract}) has no `{function}`: it came in 0.3.0")]
+    NotInContract {
+        function: &'static str,
+        contract: &'static str,
+    },
 }
 
 impl CallError {

@@ -61,6 +61,7 @@ impl PlanError {
             PlanError::PluginCall(CallError::Trap { .. }) => "PluginTrap",
             PlanError::PluginCall(CallError::Instantiate { .. }) => "PluginUnavailable",
             PlanError::PluginCall(CallError::ResponseTooLarge { .. }) => "InvalidPluginOutput",
+            PlanError::PluginCall(CallError::NotInContract { .. }) => "InvalidPluginOutput",
             PlanError::InvalidSpec(_) => "InvalidSpec",
             PlanError::PluginRetry(_) => "PluginRetry",
             PlanError::InvalidPluginOutput(_) => "InvalidPluginOutput",

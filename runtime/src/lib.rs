@@ -70,9 +70,10 @@ use wasmtime::{
 pub use bindings::Contract;
 pub use cache::{CacheOutcome, CompileCache};
 pub use operator_host_contract::{
-    CallError, Child, DeletePolicy, FieldValue, FinalizeResponse, GroupVersionKind, Limits,
-    LogLevel, PluginInfo, Readiness, ReconcileError, ReconcileRequest, ReconcileResponse,
-    RelatedObjects, RelatedResource, RelatedSelector, SecretView, UpdateStrategy, random_seed,
+    AdmissionRequest, CallError, Capabilities, Child, DeletePolicy, FieldError, FieldErrorType,
+    FieldValue, FinalizeResponse, GroupVersionKind, Limits, LogLevel, Operation, PluginInfo,
+    Readiness, ReconcileError, ReconcileRequest, ReconcileResponse, RelatedObjects,
+    RelatedResource, RelatedSelector, SecretView, UpdateStrategy, Validation, random_seed,
 };
 
 pub use calls::{CallPriority, spawn_call};
@@ -99,7 +100,7 @@ pub fn take_last_call_usage() -> Option<CallUsage> {
 }
 pub use sandbox::{MAX_RANDOM_BYTES, TABLE_ELEMENT_BYTES};
 
-use bindings::{v0_1, v0_2};
+use bindings::{v0_1, v0_2, v0_3};
 use cpu::{CpuDeadline, Verdict};
 use sandbox::{SandboxState, StoreBounds};
 use slots::{CallSlots, Shortfall, SlotLedger};
@@ -596,13 +597,18 @@ impl Compiler {
         let engine = Engine::new(&wasm).map_err(Error::ConfigureEngine)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(Error::ConfigureEngine)?;
-        // Each contract imports its own `host-log`; both are served by the same sandbox.
+        // Each contract imports its own `host-log`; all are served by the same sandbox.
         v0_1::host_log::add_to_linker::<SandboxState, wasmtime::component::HasSelf<SandboxState>>(
             &mut linker,
             |state| state,
         )
         .map_err(Error::ConfigureEngine)?;
         v0_2::host_log::add_to_linker::<SandboxState, wasmtime::component::HasSelf<SandboxState>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(Error::ConfigureEngine)?;
+        v0_3::host_log::add_to_linker::<SandboxState, wasmtime::component::HasSelf<SandboxState>>(
             &mut linker,
             |state| state,
         )
@@ -673,12 +679,14 @@ fn served_contracts() -> String {
 enum PluginPre {
     V0_1(v0_1::ReconcilerPre<SandboxState>),
     V0_2(v0_2::ReconcilerPre<SandboxState>),
+    V0_3(v0_3::ReconcilerPre<SandboxState>),
 }
 
 /// One instance's `plugin` export, of the contract its component exports.
 enum Guest<'a> {
     V0_1(&'a v0_1::guest::Guest),
     V0_2(&'a v0_2::guest::Guest),
+    V0_3(&'a v0_3::guest::Guest),
 }
 
 impl PluginPre {
@@ -696,6 +704,11 @@ impl PluginPre {
             .collect();
         let exported =
             |contract: Contract| exports.iter().any(|e| e == contract.plugin_interface());
+        if exported(Contract::V0_3) {
+            return v0_3::ReconcilerPre::new(pre)
+                .map(PluginPre::V0_3)
+                .map_err(|e| mismatch(Contract::V0_3, e));
+        }
         if exported(Contract::V0_2) {
             return v0_2::ReconcilerPre::new(pre)
                 .map(PluginPre::V0_2)
@@ -731,6 +744,7 @@ impl PluginPre {
         match self {
             PluginPre::V0_1(_) => Contract::V0_1,
             PluginPre::V0_2(_) => Contract::V0_2,
+            PluginPre::V0_3(_) => Contract::V0_3,
         }
     }
 
@@ -738,6 +752,7 @@ impl PluginPre {
         match self {
             PluginPre::V0_1(pre) => pre.instance_pre(),
             PluginPre::V0_2(pre) => pre.instance_pre(),
+            PluginPre::V0_3(pre) => pre.instance_pre(),
         }
     }
 
@@ -763,6 +778,13 @@ impl PluginPre {
                 let instance = pre.instantiate(&mut *store)?;
                 f(
                     Guest::V0_2(instance.operator_host_reconciler_plugin()),
+                    store,
+                )
+            }
+            PluginPre::V0_3(pre) => {
+                let instance = pre.instantiate(&mut *store)?;
+                f(
+                    Guest::V0_3(instance.operator_host_reconciler_plugin()),
                     store,
                 )
             }
@@ -962,6 +984,7 @@ impl CompiledPlugin {
                 Ok(match plugin {
                     Guest::V0_1(plugin) => plugin.call_info(store)?.into(),
                     Guest::V0_2(plugin) => plugin.call_info(store)?.into(),
+                    Guest::V0_3(plugin) => plugin.call_info(store)?.into(),
                 })
             })?;
         let related = info.related.iter().map(|r| {
@@ -1007,6 +1030,10 @@ impl CompiledPlugin {
                         .call_reconcile(store, &bindings::request_v0_2(request))?
                         .map(Into::into)
                         .map_err(Into::into),
+                    Guest::V0_3(plugin) => plugin
+                        .call_reconcile(store, &bindings::request_v0_3(request))?
+                        .map(Into::into)
+                        .map_err(Into::into),
                 })
             })?;
         if let Ok(response) = &result {
@@ -1049,8 +1076,100 @@ impl CompiledPlugin {
                     .call_finalize(store, &bindings::request_v0_2(request))?
                     .map(Into::into)
                     .map_err(Into::into),
+                Guest::V0_3(plugin) => plugin
+                    .call_finalize(store, &bindings::request_v0_3(request))?
+                    .map(Into::into)
+                    .map_err(Into::into),
             })
         })
+    }
+
+    /// The error of a 0.3.0 function called on a plugin of an older contract (the host calls
+    /// them only for what `info` says the plugin implements, which older plugins cannot say).
+    fn not_in_contract(&self, function: &'static str) -> CallError {
+        CallError::NotInContract {
+            function,
+            contract: self.contract().package(),
+        }
+    }
+
+    /// Calls `validate` (admission) under the call deadline; `context` names the parent.
+    pub fn validate(
+        &self,
+        request: &AdmissionRequest,
+        context: &str,
+    ) -> Result<Validation, CallError> {
+        if self.contract() < Contract::V0_3 {
+            return Err(self.not_in_contract("validate"));
+        }
+        let parts = [request.object.as_deref(), request.old_object.as_deref()];
+        let seed = random_seed("validate", parts.into_iter().flatten());
+        let validation: Validation =
+            self.call(context, self.limits.call_timeout, &seed, |plugin, store| {
+                Ok(match plugin {
+                    Guest::V0_3(plugin) => plugin
+                        .call_validate(store, &bindings::admission_request_v0_3(request))?
+                        .into(),
+                    Guest::V0_1(_) | Guest::V0_2(_) => unreachable!("checked above"),
+                })
+            })?;
+        let size = validation
+            .errors
+            .iter()
+            .map(|e| e.field.len() + e.detail.len() + e.value.as_ref().map_or(0, String::len))
+            .chain(validation.warnings.iter().map(String::len))
+            .sum();
+        self.check_response_size(context, size)?;
+        Ok(validation)
+    }
+
+    /// Calls `default` (admission): the object with its defaults, or the plugin's refusal.
+    pub fn default_object(
+        &self,
+        object: &str,
+        context: &str,
+    ) -> Result<Result<String, String>, CallError> {
+        if self.contract() < Contract::V0_3 {
+            return Err(self.not_in_contract("default"));
+        }
+        let seed = random_seed("default", [object]);
+        let result: Result<String, String> =
+            self.call(context, self.limits.call_timeout, &seed, |plugin, store| {
+                Ok(match plugin {
+                    Guest::V0_3(plugin) => plugin.call_default(store, object)?,
+                    Guest::V0_1(_) | Guest::V0_2(_) => unreachable!("checked above"),
+                })
+            })?;
+        let size = match &result {
+            Ok(text) | Err(text) => text.len(),
+        };
+        self.check_response_size(context, size)?;
+        Ok(result)
+    }
+
+    /// Calls `convert`: the object in `to_version`, or the plugin's refusal.
+    pub fn convert(
+        &self,
+        object: &str,
+        to_version: &str,
+        context: &str,
+    ) -> Result<Result<String, String>, CallError> {
+        if self.contract() < Contract::V0_3 {
+            return Err(self.not_in_contract("convert"));
+        }
+        let seed = random_seed("convert", [object, to_version]);
+        let result: Result<String, String> =
+            self.call(context, self.limits.call_timeout, &seed, |plugin, store| {
+                Ok(match plugin {
+                    Guest::V0_3(plugin) => plugin.call_convert(store, object, to_version)?,
+                    Guest::V0_1(_) | Guest::V0_2(_) => unreachable!("checked above"),
+                })
+            })?;
+        let size = match &result {
+            Ok(text) | Err(text) => text.len(),
+        };
+        self.check_response_size(context, size)?;
+        Ok(result)
     }
 
     /// Bytes a guest may hand the host in one call: the response limit plus room for the

@@ -19,7 +19,7 @@ use wasmtime_wasi::{
     HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView,
 };
 
-use super::bindings::{v0_1, v0_2};
+use super::bindings::{v0_1, v0_2, v0_3};
 use super::{CallError, Limits, LogLevel};
 
 /// Everything one guest call may touch; dropped with the call's `Store`.
@@ -143,6 +143,14 @@ impl v0_2::host_log::Host for SandboxState {
 }
 
 impl v0_2::types::Host for SandboxState {}
+
+impl v0_3::host_log::Host for SandboxState {
+    fn log(&mut self, level: v0_3::types::LogLevel, message: String) {
+        SandboxState::log(self, level.into(), message);
+    }
+}
+
+impl v0_3::types::Host for SandboxState {}
 
 /// Bytes counted per table element against [`Limits::max_memory_bytes`]: what wasmtime 48
 /// reserves per element. Its pooling allocator sizes a table slot by

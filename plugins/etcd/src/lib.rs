@@ -14,8 +14,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use operator_host_sdk::{
-    ChildOptions, Condition, Desired, Error, Kind, Observed, Reconciler, Related, WorkloadView,
-    content_hash, job_condition_holds, kind_of,
+    ChildOptions, Condition, Desired, Error, Kind, Observed, Reconciler, Related, Validation,
+    WorkloadView, content_hash, job_condition_holds, kind_of,
 };
 use serde::Deserialize;
 
@@ -56,6 +56,30 @@ impl Reconciler for EtcdOperator {
             kind_of::<Secret>(),
             "spec.tls.secretName",
         )]
+    }
+
+    const VALIDATE: bool = true;
+
+    /// Refuses at `kubectl apply` what `reconcile` would report as an invalid spec, and the
+    /// updates etcd cannot carry out: a new volume size (a StatefulSet's volume claims are
+    /// immutable) and a version change that skips a minor version or goes down.
+    fn validate(parent: &EtcdCluster, old: Option<&EtcdCluster>) -> Validation {
+        let mut validation = Validation::new();
+        validation.check(spec::validate(parent));
+        let Some(old) = old else {
+            return validation;
+        };
+        if parent.spec.storage != old.spec.storage {
+            validation.immutable("spec.storage", &parent.spec.storage);
+        }
+        if let (Some(from), Some(to)) = (
+            Version::parse(&old.spec.version),
+            Version::parse(&parent.spec.version),
+        ) && let Err(why) = from.may_roll_to(to)
+        {
+            validation.invalid("spec.version", &parent.spec.version, why);
+        }
+        validation
     }
 
     fn reconcile(parent: &EtcdCluster, observed: &Observed) -> Result<Desired, Error> {

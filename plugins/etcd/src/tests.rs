@@ -906,3 +906,43 @@ fn a_member_starting_after_a_scaling_step_is_scaling_not_degraded() {
     let desired = reconcile(&cr, &Observed::new(observed));
     assert_eq!(status(&desired)["phase"], "Degraded");
 }
+
+#[test]
+fn admission_refuses_a_new_volume_size_and_a_version_etcd_cannot_roll_to() {
+    let old = etcd(json!({"replicas": 3, "version": "3.5.17"}));
+    let printed = |new: &EtcdCluster, old: Option<&EtcdCluster>| -> Vec<String> {
+        EtcdOperator::validate(new, old)
+            .errors()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    };
+    assert!(printed(&old, None).is_empty());
+    assert!(
+        printed(
+            &etcd(json!({"replicas": 5, "version": "3.6.0"})),
+            Some(&old)
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        printed(
+            &etcd(json!({"replicas": 3, "version": "3.5.17", "storage": "9Gi"})),
+            Some(&old)
+        ),
+        ["spec.storage: Invalid value: \"9Gi\": field is immutable"]
+    );
+    let skipped = printed(
+        &etcd(json!({"replicas": 3, "version": "3.7.0"})),
+        Some(&old),
+    );
+    assert_eq!(skipped.len(), 1);
+    assert!(
+        skipped[0].starts_with("spec.version: Invalid value: \"3.7.0\": 3.5.17 -> 3.7.0 skips"),
+        "{skipped:?}"
+    );
+    assert_eq!(
+        printed(&etcd(json!({"replicas": 9})), None),
+        ["spec.replicas: Invalid value: must be between 1 and 7, got 9"]
+    );
+}

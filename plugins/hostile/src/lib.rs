@@ -13,8 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use kube::{CustomResource, CustomResourceExt};
 use operator_host_sdk::bindings::exports::operator_host::reconciler::plugin::Guest;
 use operator_host_sdk::bindings::operator_host::reconciler::types::{
-    Child, DeletePolicy, FinalizeResponse, GroupVersionKind, PluginInfo, ReconcileError,
-    ReconcileRequest, ReconcileResponse, UpdateStrategy,
+    AdmissionRequest, Capabilities, Child, DeletePolicy, FieldError, FieldErrorType,
+    FinalizeResponse, GroupVersionKind, PluginInfo, ReconcileError, ReconcileRequest,
+    ReconcileResponse, UpdateStrategy, Validation,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -233,6 +234,14 @@ fn probe_capabilities() -> serde_json::Value {
     })
 }
 
+/// The `spec.attack` of an Attack given as JSON; empty when there is none.
+fn attack_of(object: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(object)
+        .ok()
+        .and_then(|value| value["spec"]["attack"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
 impl Guest for Hostile {
     fn info() -> PluginInfo {
         let resource = Attack::api_resource();
@@ -275,7 +284,55 @@ impl Guest for Hostile {
             needs_finalize: true,
             crd: serde_json::to_string(&Attack::crd()).unwrap_or_default(),
             related: spelling_lies::related(),
+            // Admission attacks: `validate-*` and `default-*` below.
+            implements: Capabilities::VALIDATE | Capabilities::DEFAULT,
         }
+    }
+
+    /// `validate-loop` runs out of CPU time, `validate-panic` traps, `validate-refuse` refuses
+    /// `spec.attack`; every other Attack passes.
+    fn validate(request: AdmissionRequest) -> Validation {
+        let attack = request.object.as_deref().map(attack_of).unwrap_or_default();
+        match attack.as_str() {
+            "validate-loop" => loop {
+                black_box(());
+            },
+            "validate-panic" => panic!("hostile plugin panics in validate on purpose"),
+            "validate-refuse" => Validation {
+                errors: vec![FieldError {
+                    reason: FieldErrorType::Forbidden,
+                    field: "spec.attack".into(),
+                    value: Some(json!(attack).to_string()),
+                    detail: "refused on purpose".into(),
+                }],
+                warnings: vec!["hostile validate ran".into()],
+            },
+            _ => Validation {
+                errors: Vec::new(),
+                warnings: Vec::new(),
+            },
+        }
+    }
+
+    /// `default-rename` renames the object, `default-namespace` moves it and `default-status`
+    /// writes its status: what the host must refuse from a default. Others are unchanged.
+    fn default(object: String) -> Result<String, String> {
+        let mut value: serde_json::Value =
+            serde_json::from_str(&object).map_err(|e| e.to_string())?;
+        match attack_of(&object).as_str() {
+            "default-rename" => value["metadata"]["name"] = json!("renamed-by-default"),
+            "default-namespace" => value["metadata"]["namespace"] = json!("kube-system"),
+            "default-status" => value["status"] = json!({"forged": true}),
+            "default-loop" => loop {
+                black_box(());
+            },
+            _ => return Ok(object),
+        }
+        Ok(value.to_string())
+    }
+
+    fn convert(object: String, _to_version: String) -> Result<String, String> {
+        Ok(object)
     }
 
     fn reconcile(request: ReconcileRequest) -> Result<ReconcileResponse, ReconcileError> {

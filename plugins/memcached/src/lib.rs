@@ -11,8 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{CustomResource, ResourceExt};
 use operator_host_sdk::{
-    Condition, Desired, Error, Kind, Observed, Reconciler, WorkloadView, child_meta, kind_of,
-    restricted_container_security_context, restricted_pod_security_context,
+    Condition, Desired, Error, Kind, Observed, Reconciler, Validation, WorkloadView, child_meta,
+    kind_of, restricted_container_security_context, restricted_pod_security_context,
     validate_container_resources,
 };
 use schemars::JsonSchema;
@@ -114,6 +114,38 @@ impl Reconciler for MemcachedOperator {
         desired.status(&status)?;
         Ok(desired)
     }
+
+    const VALIDATE: bool = true;
+    const DEFAULT: bool = true;
+
+    /// Refuses at `kubectl apply` what `reconcile` would report as an invalid spec.
+    fn validate(parent: &Memcached, _old: Option<&Memcached>) -> Validation {
+        let mut validation = Validation::new();
+        validation.check(validate(&parent.spec));
+        if parent.spec.size == 0 {
+            validation.warn(format!(
+                "Memcached {}: spec.size is 0, so no Memcached pod runs",
+                parent.name_any()
+            ));
+        }
+        validation
+    }
+
+    /// An image given without a tag or digest gets the tag this plugin is tested with, so a
+    /// cache never runs whatever `latest` is that day.
+    fn default(parent: &mut Memcached) {
+        if let Some(pinned) = pinned_image(&parent.spec.image) {
+            parent.spec.image = pinned;
+        }
+    }
+}
+
+/// `image` with [`DEFAULT_IMAGE`]'s tag when it names the `memcached` repository without a
+/// tag or digest (`memcached`, `mirror.example.com/library/memcached`); `None` otherwise.
+pub fn pinned_image(image: &str) -> Option<String> {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    let tag = DEFAULT_IMAGE.split_once(':').map(|(_, tag)| tag)?;
+    (last == "memcached" && !image.contains('@')).then(|| format!("{image}:{tag}"))
 }
 
 // Behind a feature so a plugin that reuses this crate (plugins/fleet) exports only itself.

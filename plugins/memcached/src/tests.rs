@@ -380,3 +380,41 @@ fn the_host_accepts_every_answer_under_the_example_policy() {
     let err = testing::reconcile::<MemcachedOperator>(&too_big, &[], None).unwrap_err();
     assert_eq!(err.reason(), Some("InvalidSpec"), "{err}");
 }
+
+#[test]
+fn admission_refuses_what_reconcile_would_and_warns_at_size_zero() {
+    let validation = MemcachedOperator::validate(&memcached("mc", 101), None);
+    let errors: Vec<String> = validation
+        .errors()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        errors,
+        ["spec.size: Invalid value: must be between 0 and 100, got 101"]
+    );
+    let validation = MemcachedOperator::validate(&memcached("mc", 0), None);
+    assert!(validation.is_valid());
+    assert_eq!(validation.warnings().len(), 1, "{validation:?}");
+}
+
+#[test]
+fn defaulting_pins_an_untagged_memcached_image_and_nothing_else() {
+    for (image, defaulted) in [
+        ("memcached", "memcached:1.6.39-alpine"),
+        (
+            "mirror.example.com/library/memcached",
+            "mirror.example.com/library/memcached:1.6.39-alpine",
+        ),
+        ("memcached:1.6.30", "memcached:1.6.30"),
+        ("memcached@sha256:abc", "memcached@sha256:abc"),
+        ("example.com/other", "example.com/other"),
+    ] {
+        let mut cr = memcached("mc", 1);
+        cr.spec.image = image.into();
+        MemcachedOperator::default(&mut cr);
+        assert_eq!(cr.spec.image, defaulted);
+        MemcachedOperator::default(&mut cr);
+        assert_eq!(cr.spec.image, defaulted, "defaulting is idempotent");
+    }
+}

@@ -2,14 +2,15 @@
 
 use kube::CustomResourceExt;
 
+use crate::admission::{merge_apply, merge_diff};
 use crate::bindings::operator_host::reconciler::types as wit;
 use crate::bindings::operator_host::reconciler::types::{
     FinalizeResponse, GroupVersionKind, PluginInfo, ReconcileError, ReconcileRequest,
     ReconcileResponse,
 };
 use crate::{
-    ChildOptions, DeletePolicy, Error, Finalized, Kind, Observed, Readiness, Reconciler, Related,
-    RelatedSelector, SecretView, UpdateStrategy,
+    ChildOptions, DeletePolicy, Error, FieldErrorType, Finalized, Kind, Observed, Readiness,
+    Reconciler, Related, RelatedSelector, SecretView, UpdateStrategy, Validation,
 };
 
 impl From<Kind> for GroupVersionKind {
@@ -96,7 +97,24 @@ pub fn info<R: Reconciler>(version: &str) -> PluginInfo {
         // A CRD built from k8s-openapi types always serializes.
         crd: serde_json::to_string(&R::Parent::crd()).unwrap_or_default(),
         related: R::related().into_iter().map(Into::into).collect(),
+        implements: implements::<R>(),
     }
+}
+
+/// The capabilities `R` says it implements.
+fn implements<R: Reconciler>() -> wit::Capabilities {
+    let mut implements = wit::Capabilities::empty();
+    for (on, capability) in [
+        (R::VALIDATE, wit::Capabilities::VALIDATE),
+        (R::VALIDATE_DELETE, wit::Capabilities::VALIDATE_DELETE),
+        (R::DEFAULT, wit::Capabilities::DEFAULT),
+        (R::CONVERT, wit::Capabilities::CONVERT),
+    ] {
+        if on {
+            implements |= capability;
+        }
+    }
+    implements
 }
 
 fn decode_request<R: Reconciler>(
@@ -180,6 +198,121 @@ pub fn finalize<R: Reconciler>(
             requeue_after_ms: Some(after.as_millis() as u64),
         },
     })
+}
+
+/// The parent in an admission request as `R::Parent`, or the field error of what does not
+/// decode (`spec.size: Invalid value: ...: invalid type: string "x", expected i32`).
+fn decode_for_admission<R: Reconciler>(
+    object: &str,
+    validation: &mut Validation,
+) -> Option<R::Parent> {
+    let value: serde_json::Value = match serde_json::from_str(object) {
+        Ok(value) => value,
+        Err(e) => {
+            validation.invalid("", serde_json::Value::Null, format!("not JSON: {e}"));
+            return None;
+        }
+    };
+    match serde_path_to_error::deserialize::<_, R::Parent>(&value) {
+        Ok(parent) => Some(parent),
+        Err(e) => {
+            let field = e.path().to_string();
+            validation.error(crate::FieldError {
+                reason: FieldErrorType::Invalid,
+                field,
+                value: None,
+                detail: e.into_inner().to_string(),
+            });
+            None
+        }
+    }
+}
+
+/// `validate` for the plugin `R`.
+pub fn validate<R: Reconciler>(request: wit::AdmissionRequest) -> wit::Validation {
+    let mut validation = Validation::new();
+    match request.operation {
+        wit::Operation::Create | wit::Operation::Update => {
+            let object = request
+                .object
+                .as_deref()
+                .and_then(|o| decode_for_admission::<R>(o, &mut validation));
+            // An old object that no longer decodes (a schema that changed since) is no reason
+            // to refuse the new one: it is validated as a create.
+            let old = request
+                .old_object
+                .as_deref()
+                .and_then(|o| decode_for_admission::<R>(o, &mut Validation::new()));
+            if let Some(object) = object {
+                validation = R::validate(&object, old.as_ref());
+            }
+        }
+        wit::Operation::Delete => {
+            if let Some(old) = request
+                .old_object
+                .as_deref()
+                .and_then(|o| decode_for_admission::<R>(o, &mut Validation::new()))
+            {
+                validation = R::validate_delete(&old);
+            }
+        }
+    }
+    wit::Validation {
+        errors: validation
+            .errors()
+            .iter()
+            .map(|error| wit::FieldError {
+                reason: match error.reason {
+                    FieldErrorType::Required => wit::FieldErrorType::Required,
+                    FieldErrorType::Invalid => wit::FieldErrorType::Invalid,
+                    FieldErrorType::Forbidden => wit::FieldErrorType::Forbidden,
+                    FieldErrorType::NotSupported => wit::FieldErrorType::NotSupported,
+                    FieldErrorType::Duplicate => wit::FieldErrorType::Duplicate,
+                    FieldErrorType::TooLong => wit::FieldErrorType::TooLong,
+                    FieldErrorType::TooMany => wit::FieldErrorType::TooMany,
+                    FieldErrorType::NotFound => wit::FieldErrorType::NotFound,
+                },
+                field: error.field.clone(),
+                value: error.value.as_ref().map(ToString::to_string),
+                detail: error.detail.clone(),
+            })
+            .collect(),
+        warnings: validation.warnings().to_vec(),
+    }
+}
+
+/// `default` for the plugin `R`: the object with only the fields `R::default` changed
+/// changed, so that what the typed parent does not model (or models with other defaults)
+/// stays as the user wrote it. An object that does not decode is returned as it is, for
+/// `validate` to refuse.
+pub fn default<R: Reconciler>(object: String) -> Result<String, String> {
+    let mut value: serde_json::Value =
+        serde_json::from_str(&object).map_err(|e| format!("the object is not JSON: {e}"))?;
+    let Ok(mut parent) = serde_json::from_value::<R::Parent>(value.clone()) else {
+        return Ok(object);
+    };
+    let encode = |parent: &R::Parent| {
+        serde_json::to_value(parent).map_err(|e| format!("cannot encode the parent: {e}"))
+    };
+    let before = encode(&parent)?;
+    R::default(&mut parent);
+    let after = encode(&parent)?;
+    match merge_diff(&before, &after) {
+        Some(patch) => {
+            merge_apply(&mut value, &patch);
+            Ok(value.to_string())
+        }
+        None => Ok(object),
+    }
+}
+
+/// `convert` for the plugin `R`.
+pub fn convert<R: Reconciler>(object: String, to_version: &str) -> Result<String, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(&object).map_err(|e| format!("the object is not JSON: {e}"))?;
+    R::convert(value, to_version)
+        .map(|converted| converted.to_string())
+        .map_err(|e| e.message().to_string())
 }
 
 #[cfg(test)]

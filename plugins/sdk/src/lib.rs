@@ -7,13 +7,14 @@ pub mod bindings {
     //! Bindings generated from the contract in `wit/`; plugin authors rarely need them.
     wit_bindgen::generate!({
         path: "wit",
-        world: "operator-host:reconciler/reconciler@0.2.0",
+        world: "operator-host:reconciler/reconciler@0.3.0",
         pub_export_macro: true,
         export_macro_name: "__export_reconciler_bindings",
         default_bindings_module: "operator_host_sdk::bindings",
     });
 }
 
+mod admission;
 mod children;
 mod error;
 pub mod log;
@@ -28,6 +29,7 @@ mod view;
 #[doc(hidden)]
 pub mod __private;
 
+pub use admission::{FieldError, FieldErrorType, Validation};
 pub use children::{Desired, Kind, Observed, child_meta, kind_of};
 pub use error::Error;
 pub use names::{is_dns_label, is_dns_subdomain};
@@ -85,6 +87,25 @@ macro_rules! export_reconciler {
                 $crate::bindings::operator_host::reconciler::types::ReconcileError,
             > {
                 $crate::__private::finalize::<$reconciler>(request)
+            }
+
+            fn validate(
+                request: $crate::bindings::operator_host::reconciler::types::AdmissionRequest,
+            ) -> $crate::bindings::operator_host::reconciler::types::Validation {
+                $crate::__private::validate::<$reconciler>(request)
+            }
+
+            fn default(
+                object: ::std::string::String,
+            ) -> ::core::result::Result<::std::string::String, ::std::string::String> {
+                $crate::__private::default::<$reconciler>(object)
+            }
+
+            fn convert(
+                object: ::std::string::String,
+                to_version: ::std::string::String,
+            ) -> ::core::result::Result<::std::string::String, ::std::string::String> {
+                $crate::__private::convert::<$reconciler>(object, &to_version)
             }
         }
 

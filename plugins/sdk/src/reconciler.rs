@@ -1,9 +1,10 @@
 //! The trait a plugin implements.
 
 use kube::CustomResourceExt;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{Desired, Error, Kind, Observed, Related};
+use crate::{Desired, Error, Kind, Observed, Related, Validation};
 
 /// The outcome of a successful `finalize`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +18,7 @@ pub enum Finalized {
 /// A reconciler: the logic of one operator, as pure functions of their input.
 pub trait Reconciler {
     /// The custom resource this plugin reconciles; its CRD is what `info` declares.
-    type Parent: CustomResourceExt + DeserializeOwned;
+    type Parent: CustomResourceExt + DeserializeOwned + Serialize;
 
     /// The plugin's name: a DNS-1123 label, unique among a host's plugins.
     const NAME: &'static str;
@@ -42,5 +43,53 @@ pub trait Reconciler {
     fn finalize(parent: &Self::Parent, observed: &Observed) -> Result<Finalized, Error> {
         let _ = (parent, observed);
         Ok(Finalized::Done)
+    }
+
+    /// Whether the host calls [`Reconciler::validate`] when a parent is created or updated
+    /// (the API server's validating admission webhook).
+    const VALIDATE: bool = false;
+
+    /// Whether the host calls [`Reconciler::validate_delete`] when a parent is deleted.
+    const VALIDATE_DELETE: bool = false;
+
+    /// Whether the host calls [`Reconciler::default`] when a parent is created or updated
+    /// (the mutating admission webhook), before `validate`.
+    const DEFAULT: bool = false;
+
+    /// Whether the host calls [`Reconciler::convert`] (the CRD's conversion webhook): needed
+    /// when the CRD serves more than one version.
+    const CONVERT: bool = false;
+
+    /// Admission: what refuses `parent`, created (`old` is `None`) or updated from `old`,
+    /// before it is stored; `kubectl apply` shows the field errors and warnings. A parent
+    /// that does not decode as [`Reconciler::Parent`] is refused with the field that does not
+    /// before this is called. Called only when [`Reconciler::VALIDATE`] is true.
+    fn validate(parent: &Self::Parent, old: Option<&Self::Parent>) -> Validation {
+        let _ = (parent, old);
+        Validation::new()
+    }
+
+    /// Admission: what refuses the deletion of `parent`. Called only when
+    /// [`Reconciler::VALIDATE_DELETE`] is true.
+    fn validate_delete(parent: &Self::Parent) -> Validation {
+        let _ = parent;
+        Validation::new()
+    }
+
+    /// Admission: fill in defaults. Only the fields changed here change in the stored
+    /// object; it must be idempotent. Called only when [`Reconciler::DEFAULT`] is true.
+    fn default(parent: &mut Self::Parent) {
+        let _ = parent;
+    }
+
+    /// The parent `object` (of any version the CRD serves, as JSON) converted to
+    /// `to_version`, `apiVersion` included. Converting to the object's own version must give
+    /// it back unchanged, and a round trip must too. Called only when [`Reconciler::CONVERT`]
+    /// is true.
+    fn convert(object: serde_json::Value, to_version: &str) -> Result<serde_json::Value, Error> {
+        let _ = object;
+        Err(Error::InvalidSpec(format!(
+            "this plugin does not convert between versions (asked for {to_version})"
+        )))
     }
 }

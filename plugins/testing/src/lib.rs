@@ -37,8 +37,8 @@
 use std::path::Path;
 
 use operator_host_contract::{
-    Child, FieldValue, GroupVersionKind, PluginInfo, ReconcileResponse, RelatedResource,
-    RelatedSelector, SecretView,
+    Capabilities, Child, FieldValue, GroupVersionKind, PluginInfo, ReconcileResponse,
+    RelatedResource, RelatedSelector, SecretView,
 };
 use operator_host_core::declaration::{self, Declaration};
 use operator_host_core::related;
@@ -169,6 +169,12 @@ pub fn declaration<R: Reconciler>() -> Result<Declaration, declaration::Error> {
         needs_finalize: info.needs_finalize,
         crd: info.crd,
         related: info.related.into_iter().map(related).collect(),
+        implements: Capabilities {
+            validate: R::VALIDATE,
+            validate_delete: R::VALIDATE_DELETE,
+            default: R::DEFAULT,
+            convert: R::CONVERT,
+        },
     };
     Declaration::from_info(Path::new(R::NAME), info, "native".to_string())
 }
