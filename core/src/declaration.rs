@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use crate::contract::{PluginInfo, RelatedSelector, SecretView};
+use crate::contract::{Capabilities, PluginInfo, RelatedSelector, SecretView};
 use crate::kinds::Kind;
 use crate::labels::RESERVED_PREFIX;
 use crate::names::{check_dns_label, check_dns_subdomain};
@@ -34,6 +34,8 @@ pub struct Declaration {
     pub crd: CustomResourceDefinition,
     /// Other objects the plugin reads (contract 0.2.0), in the order it declared them.
     pub related: Vec<Related>,
+    /// Which of `validate`, `default` and `convert` the host calls (contract 0.3.0).
+    pub implements: Capabilities,
 }
 
 /// One kind of object a plugin reads but does not own, and how its objects are chosen.
@@ -76,6 +78,23 @@ impl Declaration {
         let crd: CustomResourceDefinition = serde_json::from_value(crd)
             .map_err(|e| invalid("CRD", format!("not a CustomResourceDefinition: {e}")))?;
         check_crd(&crd, &parent).map_err(|p| invalid("CRD", p))?;
+        let served: Vec<&str> = crd
+            .spec
+            .versions
+            .iter()
+            .filter(|v| v.served)
+            .map(|v| v.name.as_str())
+            .collect();
+        if served.len() > 1 && !info.implements.convert {
+            return Err(invalid(
+                "CRD",
+                format!(
+                    "it serves the versions {} but the plugin does not implement `convert` \
+                     (contract 0.3.0): the API server could not convert between them",
+                    served.join(", ")
+                ),
+            ));
+        }
         let mut related = Vec::with_capacity(info.related.len());
         for declared in info.related {
             let problem =
@@ -113,6 +132,7 @@ impl Declaration {
             needs_finalize: info.needs_finalize,
             crd,
             related,
+            implements: info.implements,
         })
     }
 }

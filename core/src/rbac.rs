@@ -407,6 +407,7 @@ mod tests {
             needs_finalize: false,
             crd: Default::default(),
             related: Vec::new(),
+            implements: Default::default(),
         }
     }
 

@@ -35,5 +35,6 @@ pub fn memcached_declaration(children: Vec<Kind>) -> Declaration {
         needs_finalize: false,
         crd: Default::default(),
         related: Vec::new(),
+        implements: Default::default(),
     }
 }

@@ -95,6 +95,7 @@ pub static DECLARATION: LazyLock<Declaration> = LazyLock::new(|| Declaration {
     needs_finalize: false,
     crd: Default::default(),
     related: Vec::new(),
+    implements: Default::default(),
 });
 
 /// Where a kind keeps its pod template (the object holding `metadata` and `spec`): `Some("")`

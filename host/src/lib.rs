@@ -57,6 +57,7 @@ pub mod rollout;
 pub mod scaffold;
 pub mod shard;
 pub mod telemetry;
+pub mod webhook;
 #[cfg(test)]
 use operator_host_core::test_support;
 pub mod watch;

@@ -177,6 +177,7 @@ impl Host {
             cluster_plugins: None,
             sharding: None,
             report: None,
+            webhooks: None,
         };
         let metrics = Arc::new(Metrics::new());
         let (stop, stopped) = oneshot::channel::<()>();

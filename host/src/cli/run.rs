@@ -11,6 +11,7 @@ use crate::controller::{self, ControllerConfig, RunConfig, ShutdownSignal};
 use crate::leader::{self, Leadership};
 use crate::policy::Policy;
 use crate::runtime::{CompileCache, Runtime};
+use crate::webhook;
 
 /// The arguments of `run`.
 #[derive(Debug, clap::Args)]
@@ -77,6 +78,51 @@ pub(super) struct RunArgs {
     /// `operator-host replay`.
     #[arg(long, value_name = "DIR")]
     record: Option<PathBuf>,
+    /// Serve the admission and conversion webhooks of the plugins that implement
+    /// `validate`, `default` or `convert` (contract 0.3.0) on this address, over HTTPS with the
+    /// host's own CA (a Secret beside the election Lease); with --install-crds the host also
+    /// registers them with the API server.
+    #[arg(long, value_name = "ADDR")]
+    webhook_addr: Option<std::net::SocketAddr>,
+    /// How the API server reaches the webhooks when the host runs outside the cluster
+    /// (default: https:// and --webhook-addr, 127.0.0.1 for an unspecified address).
+    #[arg(long, value_name = "URL", conflicts_with = "webhook_service")]
+    webhook_url: Option<String>,
+    /// The Service in front of the host's pods that the API server calls the webhooks
+    /// through: NAMESPACE/NAME or NAMESPACE/NAME:PORT (port 443 by default).
+    #[arg(long, value_name = "NAMESPACE/NAME[:PORT]", value_parser = parse_service)]
+    webhook_service: Option<webhook::Endpoint>,
+    /// What a webhook does when the plugin's call fails (traps, runs out of time or
+    /// memory), and what the API server does when it cannot reach the host.
+    #[arg(long, value_enum, default_value = "fail")]
+    webhook_failure_policy: webhook::FailurePolicy,
+    /// How long each serving certificate is valid; it is renewed after two thirds of it
+    /// (e.g. 7d, 12h).
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
+    webhook_certificate_validity: Duration,
+}
+
+/// `--webhook-service`: `NAMESPACE/NAME[:PORT]`.
+fn parse_service(text: &str) -> Result<webhook::Endpoint, String> {
+    let (namespace, rest) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?} is not NAMESPACE/NAME[:PORT]"))?;
+    let (name, port) = match rest.split_once(':') {
+        Some((name, port)) => (
+            name,
+            port.parse()
+                .map_err(|_| format!("the port of {text:?} is not a number from 1 to 65535"))?,
+        ),
+        None => (rest, 443),
+    };
+    if namespace.is_empty() || name.is_empty() {
+        return Err(format!("{text:?} is not NAMESPACE/NAME[:PORT]"));
+    }
+    Ok(webhook::Endpoint::Service {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        port,
+    })
 }
 
 /// Serves until SIGTERM or SIGINT, on `serving`: the async runtime `main` started first, and
@@ -106,7 +152,23 @@ pub(super) fn run(
         plugin_store,
         operator_plugin_selector,
         record,
+        webhook_addr,
+        webhook_url,
+        webhook_service,
+        webhook_failure_policy,
+        webhook_certificate_validity,
     } = args;
+    let webhooks = webhook_addr.map(|addr| webhook::WebhookConfig {
+        addr,
+        endpoint: webhook_service.or(webhook_url.map(webhook::Endpoint::Url)),
+        failure_policy: webhook_failure_policy,
+        ca_secret: (
+            leader_election.namespace(),
+            format!("{}-webhook-ca", leader_election.leader_elect_lease),
+        ),
+        certificate_validity: webhook_certificate_validity,
+        owner: leader_election.leader_elect_lease.clone(),
+    });
     let cluster_plugins = plugins_from_cluster.then(|| controller::ClusterPluginsConfig {
         store_dir: plugin_store
             .or_else(|| cache_dir.map(|d| d.join("pulled")))
@@ -191,6 +253,7 @@ pub(super) fn run(
                 cluster_plugins,
                 sharding,
                 report: Some(report),
+                webhooks,
             };
             controller::run(client, runtime, config, shutdown).await?;
             anyhow::Ok(())

@@ -29,6 +29,9 @@ pub struct RunConfig {
     /// Say what this replica serves, for `kubectl operator-host`, in the report Lease of this
     /// namespace and election Lease name (see [`crate::replicas`]).
     pub report: Option<ReportTarget>,
+    /// Serve the admission and conversion webhooks of the plugins that implement them (and,
+    /// with `install_crds`, register them with the API server).
+    pub webhooks: Option<crate::webhook::WebhookConfig>,
 }
 
 /// Where a replica reports what it serves.

@@ -62,6 +62,8 @@ pub enum RunError {
     #[error(transparent)]
     OperatorPlugin(#[from] operator_plugin::Error),
     #[error(transparent)]
+    Webhooks(#[from] crate::webhook::Error),
+    #[error(transparent)]
     Kinds(#[from] discovery::Error),
     #[error(
         "plugin {plugin}: the new version (sha256 {sha256}) is held before serving: {hold}; \
@@ -115,6 +117,7 @@ impl RunError {
             | RunError::Metrics(_)
             | RunError::CrdAwaitsLeader { .. }
             | RunError::OperatorPlugin(_)
+            | RunError::Webhooks(_)
             | RunError::RolloutHeld { .. }
             | RunError::CanaryAnalysing { .. }
             | RunError::CanaryUnjudged { .. } => false,

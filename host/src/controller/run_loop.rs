@@ -124,7 +124,7 @@ pub async fn run_with_metrics(
                     leadership: leadership.clone(),
                     policy: config.policy.clone(),
                     selector: cluster_config.selector.clone(),
-                    replica,
+                    replica: replica.clone(),
                 },
                 cluster.synced(),
                 async move {
@@ -133,6 +133,34 @@ pub async fn run_with_metrics(
             )))
         }
         _ => None,
+    };
+    let webhook_plugins = crate::webhook::ServedPlugins::default();
+    let webhook_task = match &config.webhooks {
+        Some(webhook_config) => {
+            let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+                let _ = stopped.wait_for(|stop| *stop).await;
+            };
+            let webhooks = crate::webhook::start(
+                &replica.client,
+                webhook_config,
+                webhook_plugins.clone(),
+                until_stopped(cluster_plugins_stopped.clone()),
+            )
+            .await?;
+            // Only a host that installs the CRDs tells the API server about their webhooks.
+            config.install_crds.then(|| {
+                tokio::spawn(crate::webhook::keep_registered(
+                    replica.client.clone(),
+                    webhook_config.clone(),
+                    webhooks,
+                    config.controllers.namespaces.clone(),
+                    webhook_plugins.clone(),
+                    leadership.clone(),
+                    until_stopped(cluster_plugins_stopped.clone()),
+                ))
+            })
+        }
+        None => None,
     };
     let mut gained = leadership.gained();
     let canary_failed = config.controllers.canary_failed.clone();
@@ -143,6 +171,7 @@ pub async fn run_with_metrics(
         controllers: HashMap::new(),
         crds_left_to_leader: Default::default(),
         cluster: cluster.clone(),
+        webhook_plugins,
     };
     tokio::pin!(shutdown);
     let mut retry = LoadRetry::default();
@@ -205,7 +234,10 @@ pub async fn run_with_metrics(
             "reconciles still in flight after the shutdown grace period are abandoned"
         );
     }
-    for task in [cluster_task, report_task].into_iter().flatten() {
+    for task in [cluster_task, report_task, webhook_task]
+        .into_iter()
+        .flatten()
+    {
         let _ = task.await;
     }
     // Only now that nothing reconciles any more are the Leases given up: the shard's first

@@ -76,6 +76,8 @@ pub(super) struct Supervisor {
     pub(super) crds_left_to_leader: std::collections::HashSet<PathBuf>,
     /// The cluster's plugins, whose OperatorPlugins approve held rollouts.
     pub(super) cluster: Option<crate::registry::ClusterPlugins>,
+    /// The version of each plugin the webhooks call: the one its controller serves.
+    pub(super) webhook_plugins: crate::webhook::ServedPlugins,
 }
 
 impl Supervisor {
@@ -242,9 +244,13 @@ impl Supervisor {
                         canary_step(controller, new, approval.approved()).await?;
                     }
                 }
+                if new.decl.name != old.decl.name {
+                    self.webhook_plugins.withdraw(&old.decl.name);
+                }
                 match self.controllers.get(&path) {
                     Some(controller) if !proposal.needs_restart() => {
                         controller.swap(new.clone(), true);
+                        self.webhook_plugins.serve(new.clone());
                     }
                     _ => {
                         if let Some(running) = self.controllers.remove(&path) {
@@ -261,6 +267,7 @@ impl Supervisor {
                 self.hand_over(old, Some(new)).await;
             }
             Proposal::Remove { old } => {
+                self.webhook_plugins.withdraw(&old.decl.name);
                 if let Some(running) = self.controllers.remove(&path) {
                     running.stop().await;
                 }
@@ -359,17 +366,19 @@ impl Supervisor {
     pub(super) fn start(&mut self, path: PathBuf, plugin: Arc<Plugin>) {
         let controller = PluginController::start(
             &self.client,
-            plugin,
+            plugin.clone(),
             &self.config.controllers,
             &self.metrics,
         );
+        self.webhook_plugins.serve(plugin);
         self.controllers.insert(path, controller);
     }
 
     /// Swaps in the optimized build of a plugin (same content, so no re-reconcile).
     pub(super) fn tier_up(&self, plugin: Arc<Plugin>) {
         if let Some(controller) = self.controllers.get(&plugin.path) {
-            controller.swap(plugin, false);
+            controller.swap(plugin.clone(), false);
+            self.webhook_plugins.serve(plugin);
         }
     }
 

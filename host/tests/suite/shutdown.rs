@@ -58,6 +58,7 @@ async fn stop_against_a_hung_api_server(install_crds: bool) -> Duration {
             namespace: "default".into(),
             lease: operator_host::leader::DEFAULT_LEASE_NAME.into(),
         }),
+        webhooks: None,
     };
     let metrics = Arc::new(Metrics::new());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

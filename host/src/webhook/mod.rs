@@ -1,0 +1,368 @@
+//! The admission and conversion webhooks of the plugins that implement `validate`, `default`
+//! or `convert` (contract 0.3.0), served over HTTPS by every replica.
+//!
+//! One endpoint serves every plugin: `/validate/<plugin>`, `/default/<plugin>` and
+//! `/convert/<plugin>`. Each request is answered by the plugin version the plugin's controller
+//! serves ([`ServedPlugins`], swapped with it), in the same sandbox and limits as its
+//! reconciles ([`review`]). The certificates are the host's own ([`tls`]); the API server is
+//! told about the webhooks by the leader, for the CRDs the host installs ([`registration`]).
+
+mod registration;
+mod review;
+mod tls;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use kube::Client;
+
+pub use registration::{OWNER_LABEL, Registration};
+pub use review::{Hook, ReviewError};
+
+use crate::leader::Leadership;
+use crate::plugin::Plugin;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot listen for webhook requests on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot make a webhook certificate: {0}")]
+    IssueCertificate(String),
+    #[error("cannot read or create the webhooks' CA Secret {secret}: {source}")]
+    CaSecret { secret: String, source: kube::Error },
+    #[error("the webhooks' CA Secret {secret} is not usable: {problem}")]
+    CaSecretContent { secret: String, problem: String },
+    #[error("cannot set up TLS for the webhooks: {0}")]
+    Tls(#[source] rustls::Error),
+    #[error("cannot write {what}: {source}")]
+    Register { what: String, source: kube::Error },
+    #[error("the webhook URL {url:?} is not an https:// URL with a host")]
+    Url { url: String },
+}
+
+/// How the API server reaches this host's webhooks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A URL: a host outside the cluster (as with the local control plane), e.g.
+    /// `https://127.0.0.1:9443`.
+    Url(String),
+    /// A Service in front of the host's pods.
+    Service {
+        namespace: String,
+        name: String,
+        port: u16,
+    },
+}
+
+impl Endpoint {
+    /// The names the serving certificate must hold for the API server to accept it.
+    fn certificate_names(&self) -> Result<Vec<String>, Error> {
+        Ok(match self {
+            Endpoint::Url(url) => {
+                let invalid = || Error::Url { url: url.clone() };
+                let rest = url.strip_prefix("https://").ok_or_else(invalid)?;
+                let authority = rest.split('/').next().unwrap_or_default();
+                // `[::1]:9443`, `127.0.0.1:9443`, `hooks.example.com`
+                let host = match authority.strip_prefix('[') {
+                    Some(v6) => v6.split(']').next().unwrap_or_default(),
+                    None => authority.split(':').next().unwrap_or_default(),
+                };
+                if host.is_empty() {
+                    return Err(invalid());
+                }
+                vec![host.to_string()]
+            }
+            Endpoint::Service {
+                namespace, name, ..
+            } => vec![
+                format!("{name}.{namespace}.svc"),
+                format!("{name}.{namespace}.svc.cluster.local"),
+            ],
+        })
+    }
+}
+
+/// What the host does with a request whose plugin call fails (traps, runs out of time or
+/// memory): the administrator's choice, `Fail` by default, and what the API server does when
+/// it cannot reach the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailurePolicy {
+    /// Refuse the request.
+    Fail,
+    /// Let it through, with a warning.
+    Ignore,
+}
+
+/// How `run` serves webhooks.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// Where this replica listens.
+    pub addr: SocketAddr,
+    /// How the API server reaches the webhooks; `None`: at `https://` and the address listened
+    /// on (`127.0.0.1` for an unspecified address), as for a host beside a local control plane.
+    pub endpoint: Option<Endpoint>,
+    pub failure_policy: FailurePolicy,
+    /// The Secret of the CA every replica signs its serving certificate with: namespace and
+    /// name.
+    pub ca_secret: (String, String),
+    /// How long a serving certificate is valid (renewed after two thirds of it).
+    pub certificate_validity: Duration,
+    /// The host deployment (its election Lease's name): its webhook configurations are named
+    /// and labelled after it.
+    pub owner: String,
+}
+
+/// The plugin versions the webhooks call, by plugin name: the supervisor puts each version
+/// here as its controller starts serving it, so validation, defaulting and conversion swap
+/// with the reconcile logic.
+#[derive(Clone, Default)]
+pub struct ServedPlugins {
+    plugins: Arc<RwLock<HashMap<String, Arc<Plugin>>>>,
+    changed: Arc<tokio::sync::Notify>,
+}
+
+impl ServedPlugins {
+    /// `plugin` now serves its name.
+    pub fn serve(&self, plugin: Arc<Plugin>) {
+        let name = plugin.decl.name.clone();
+        self.write().insert(name, plugin);
+        self.changed.notify_one();
+    }
+
+    /// The plugin called `name` is no longer served.
+    pub fn withdraw(&self, name: &str) {
+        if self.write().remove(name).is_some() {
+            self.changed.notify_one();
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Plugin>> {
+        self.plugins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    fn all(&self) -> Vec<Arc<Plugin>> {
+        let plugins = self.plugins.read().unwrap_or_else(|e| e.into_inner());
+        plugins.values().cloned().collect()
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Plugin>>> {
+        self.plugins.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[derive(Clone)]
+struct ServerState {
+    plugins: ServedPlugins,
+    failure_policy: FailurePolicy,
+}
+
+/// The webhooks of this replica, listening once [`start`] returns.
+#[derive(Debug, Clone)]
+pub struct Webhooks {
+    /// The CA (PEM) the API server checks this replica's certificate with.
+    pub ca_bundle: String,
+    /// Where it listens (the port chosen when the configured one is 0).
+    pub local_addr: SocketAddr,
+    /// How the API server reaches them.
+    pub endpoint: Endpoint,
+}
+
+/// Starts serving webhooks for `plugins` with `config`: the CA read or made, this replica's
+/// certificate issued, the listener bound. Serves until `stop` resolves.
+pub async fn start(
+    client: &Client,
+    config: &WebhookConfig,
+    plugins: ServedPlugins,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<Webhooks, Error> {
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(|source| Error::Listen {
+            addr: config.addr,
+            source,
+        })?;
+    let local_addr = listener.local_addr().map_err(|source| Error::Listen {
+        addr: config.addr,
+        source,
+    })?;
+    let endpoint = config.endpoint.clone().unwrap_or_else(|| {
+        let mut reachable = local_addr;
+        if reachable.ip().is_unspecified() {
+            reachable.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        Endpoint::Url(format!("https://{reachable}"))
+    });
+    let (namespace, name) = &config.ca_secret;
+    let ca = tls::load_or_create_ca(client, namespace, name).await?;
+    let ca_bundle = ca.cert_pem.clone();
+    let names = endpoint.certificate_names()?;
+    let serving = tls::ServingCert::start(ca, names, config.certificate_validity)?;
+    let mut tls_config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(Error::Tls)?
+    .with_no_client_auth()
+    .with_cert_resolver(serving);
+    tls_config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config));
+    let app = Router::new()
+        .route("/validate/{plugin}", post(validate))
+        .route("/default/{plugin}", post(default))
+        .route("/convert/{plugin}", post(convert))
+        .with_state(ServerState {
+            plugins,
+            failure_policy: config.failure_policy,
+        });
+    tracing::info!(addr = %local_addr, ?endpoint, "serving admission and conversion webhooks");
+    tokio::spawn(async move {
+        tokio::pin!(stop);
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                () = &mut stop => return,
+            };
+            let Ok((tcp, _)) = accepted else { continue };
+            let acceptor = acceptor.clone();
+            let app = app.clone();
+            tokio::spawn(async move {
+                let tls = match acceptor.accept(tcp).await {
+                    Ok(tls) => tls,
+                    Err(error) => {
+                        tracing::debug!(%error, "webhook TLS handshake failed");
+                        return;
+                    }
+                };
+                let served = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), TowerToHyperService::new(app))
+                    .await;
+                if let Err(error) = served {
+                    tracing::debug!(%error, "webhook connection ended with an error");
+                }
+            });
+        }
+    });
+    Ok(Webhooks {
+        ca_bundle,
+        local_addr,
+        endpoint,
+    })
+}
+
+async fn validate(state: State<ServerState>, plugin: Path<String>, body: Bytes) -> Response {
+    admission(state, plugin, Hook::Validate, body).await
+}
+
+async fn default(state: State<ServerState>, plugin: Path<String>, body: Bytes) -> Response {
+    admission(state, plugin, Hook::Default, body).await
+}
+
+async fn admission(
+    State(state): State<ServerState>,
+    Path(name): Path<String>,
+    hook: Hook,
+    body: Bytes,
+) -> Response {
+    let Some(plugin) = state.plugins.get(&name) else {
+        return not_served(&name);
+    };
+    match review::admit(plugin, hook, &body, state.failure_policy).await {
+        Ok(review) => json(&review),
+        Err(error) => bad_review(&name, hook.as_str(), &error),
+    }
+}
+
+async fn convert(
+    State(state): State<ServerState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    let Some(plugin) = state.plugins.get(&name) else {
+        return not_served(&name);
+    };
+    match review::convert(plugin, &body).await {
+        Ok(review) => json(&review),
+        Err(error) => bad_review(&name, "convert", &error),
+    }
+}
+
+fn json(review: &impl serde::Serialize) -> Response {
+    match serde_json::to_vec(review) {
+        Ok(body) => ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
+    }
+}
+
+/// No plugin of that name serves here (yet, or any more): the API server applies the
+/// webhook's failure policy.
+fn not_served(name: &str) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        format!("no plugin {name:?} is served by this host"),
+    )
+        .into_response()
+}
+
+fn bad_review(name: &str, hook: &str, error: &ReviewError) -> Response {
+    tracing::warn!(plugin = name, webhook = hook, %error, "webhook request refused");
+    (StatusCode::BAD_REQUEST, error.to_string()).into_response()
+}
+
+/// Keeps the API server's webhook configurations in step with `plugins` while this host may
+/// write (the leader, or the only host): at once, on every change, and every minute (what
+/// someone else changed or deleted is put back). Returns when `stop` resolves.
+pub async fn keep_registered(
+    client: Client,
+    config: WebhookConfig,
+    webhooks: Webhooks,
+    namespaces: Vec<String>,
+    plugins: ServedPlugins,
+    leadership: Leadership,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    const PERIOD: Duration = Duration::from_secs(60);
+    tokio::pin!(stop);
+    loop {
+        if leadership.may_write() {
+            let registration = Registration {
+                owner: &config.owner,
+                endpoint: &webhooks.endpoint,
+                ca_bundle: &webhooks.ca_bundle,
+                failure_policy: config.failure_policy,
+                namespaces: &namespaces,
+            };
+            let served: Vec<_> = plugins.all().iter().map(|p| p.decl.clone()).collect();
+            if let Err(error) = registration::sync(&client, &registration, &served).await {
+                tracing::error!(%error, "cannot bring the webhook configurations in step");
+            }
+        }
+        // A standby looks again soon: it registers within seconds of becoming the leader.
+        let wait = if leadership.may_write() {
+            PERIOD
+        } else {
+            Duration::from_secs(5)
+        };
+        tokio::select! {
+            () = plugins.changed.notified() => {}
+            () = tokio::time::sleep(wait) => {}
+            () = &mut stop => return,
+        }
+    }
+}

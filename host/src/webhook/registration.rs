@@ -1,0 +1,376 @@
+//! The API server's side of the webhooks: a Validating- and a MutatingWebhookConfiguration per
+//! plugin that validates or defaults, and the conversion webhook of a CRD with several
+//! versions, all kept in step with the plugins served.
+
+use std::collections::{BTreeMap, HashSet};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
+    ServiceReference, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use super::{Endpoint, Error, FailurePolicy};
+use crate::declaration::Declaration;
+
+/// The label saying which host deployment (its election Lease's name) made a configuration.
+pub const OWNER_LABEL: &str = "operator-host.dev/webhooks-of";
+/// The field manager of everything written here.
+const FIELD_MANAGER: &str = "operator-host-webhooks";
+/// How long the API server waits for an answer.
+const TIMEOUT_SECONDS: i32 = 10;
+
+/// Where the webhooks are, and what the API server sends them.
+#[derive(Debug, Clone)]
+pub struct Registration<'a> {
+    /// The host deployment: its configurations are named and labelled after it.
+    pub owner: &'a str,
+    pub endpoint: &'a Endpoint,
+    /// The CA (PEM) the API server checks the serving certificates with.
+    pub ca_bundle: &'a str,
+    pub failure_policy: FailurePolicy,
+    /// The namespaces the host serves (empty: all): only their objects are sent.
+    pub namespaces: &'a [String],
+}
+
+impl Registration<'_> {
+    /// The name of `plugin`'s configurations.
+    fn name(&self, plugin: &str) -> String {
+        format!("{}.{plugin}", self.owner)
+    }
+
+    fn client_config(&self, path: &str) -> WebhookClientConfig {
+        let ca_bundle = Some(ByteString(self.ca_bundle.as_bytes().to_vec()));
+        match self.endpoint {
+            Endpoint::Url(base) => WebhookClientConfig {
+                url: Some(format!("{}{path}", base.trim_end_matches('/'))),
+                service: None,
+                ca_bundle,
+            },
+            Endpoint::Service {
+                namespace,
+                name,
+                port,
+            } => WebhookClientConfig {
+                url: None,
+                service: Some(ServiceReference {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    path: Some(path.to_string()),
+                    port: Some(i32::from(*port)),
+                }),
+                ca_bundle,
+            },
+        }
+    }
+
+    fn metadata(&self, plugin: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(self.name(plugin)),
+            labels: Some(BTreeMap::from([
+                (OWNER_LABEL.to_string(), self.owner.to_string()),
+                (
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "operator-host".to_string(),
+                ),
+            ])),
+            ..Default::default()
+        }
+    }
+
+    fn namespace_selector(&self) -> Option<LabelSelector> {
+        (!self.namespaces.is_empty()).then(|| LabelSelector {
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: "kubernetes.io/metadata.name".to_string(),
+                operator: "In".to_string(),
+                values: Some(self.namespaces.to_vec()),
+            }]),
+            match_labels: None,
+        })
+    }
+
+    fn failure_policy(&self) -> Option<String> {
+        Some(
+            match self.failure_policy {
+                FailurePolicy::Fail => "Fail",
+                FailurePolicy::Ignore => "Ignore",
+            }
+            .to_string(),
+        )
+    }
+
+    /// The ValidatingWebhookConfiguration of `decl`, if it validates.
+    pub fn validating(&self, decl: &Declaration) -> Option<ValidatingWebhookConfiguration> {
+        let implements = decl.implements;
+        if !implements.validate && !implements.validate_delete {
+            return None;
+        }
+        let mut operations = Vec::new();
+        if implements.validate {
+            operations.extend(["CREATE", "UPDATE"]);
+        }
+        if implements.validate_delete {
+            operations.push("DELETE");
+        }
+        Some(ValidatingWebhookConfiguration {
+            metadata: self.metadata(&decl.name),
+            webhooks: Some(vec![ValidatingWebhook {
+                name: format!("validate.{}.operator-host.dev", decl.name),
+                client_config: self.client_config(&format!("/validate/{}", decl.name)),
+                rules: Some(vec![rule(decl, &operations)]),
+                failure_policy: self.failure_policy(),
+                match_policy: Some("Equivalent".to_string()),
+                namespace_selector: self.namespace_selector(),
+                side_effects: "None".to_string(),
+                timeout_seconds: Some(TIMEOUT_SECONDS),
+                admission_review_versions: vec!["v1".to_string()],
+                match_conditions: Some(spec_changed()),
+                object_selector: None,
+            }]),
+        })
+    }
+
+    /// The MutatingWebhookConfiguration of `decl`, if it defaults.
+    pub fn mutating(&self, decl: &Declaration) -> Option<MutatingWebhookConfiguration> {
+        if !decl.implements.default {
+            return None;
+        }
+        Some(MutatingWebhookConfiguration {
+            metadata: self.metadata(&decl.name),
+            webhooks: Some(vec![MutatingWebhook {
+                name: format!("default.{}.operator-host.dev", decl.name),
+                client_config: self.client_config(&format!("/default/{}", decl.name)),
+                rules: Some(vec![rule(decl, &["CREATE", "UPDATE"])]),
+                failure_policy: self.failure_policy(),
+                match_policy: Some("Equivalent".to_string()),
+                namespace_selector: self.namespace_selector(),
+                side_effects: "None".to_string(),
+                timeout_seconds: Some(TIMEOUT_SECONDS),
+                admission_review_versions: vec!["v1".to_string()],
+                match_conditions: Some(spec_changed()),
+                object_selector: None,
+                reinvocation_policy: Some("Never".to_string()),
+            }]),
+        })
+    }
+
+    /// The CRD's `spec.conversion` for `decl`, if it converts between several versions.
+    pub fn conversion(&self, decl: &Declaration) -> Option<serde_json::Value> {
+        let served = decl.crd.spec.versions.iter().filter(|v| v.served).count();
+        if !decl.implements.convert || served < 2 {
+            return None;
+        }
+        Some(json!({
+            "strategy": "Webhook",
+            "webhook": {
+                "clientConfig": self.client_config(&format!("/convert/{}", decl.name)),
+                "conversionReviewVersions": ["v1"],
+            },
+        }))
+    }
+}
+
+/// The requests of `decl`'s parent kind, of any version, with these operations.
+fn rule(decl: &Declaration, operations: &[&str]) -> RuleWithOperations {
+    RuleWithOperations {
+        api_groups: Some(vec![decl.parent.group.clone()]),
+        api_versions: Some(vec!["*".to_string()]),
+        resources: Some(vec![decl.parent.plural.clone()]),
+        operations: Some(operations.iter().map(ToString::to_string).collect()),
+        scope: Some(
+            if decl.parent.namespaced {
+                "Namespaced"
+            } else {
+                "Cluster"
+            }
+            .to_string(),
+        ),
+    }
+}
+
+/// Updates that leave the spec alone (labels, finalizers, the host's own writes) are not
+/// sent: neither they nor the deletion of an object stored before the plugin validated wait
+/// on the plugin, or on a host that is not there. The webhook checks the same.
+fn spec_changed() -> Vec<MatchCondition> {
+    vec![MatchCondition {
+        name: "spec-changed".to_string(),
+        expression: "request.operation != 'UPDATE' || !has(object.spec) || \
+                     !has(oldObject.spec) || object.spec != oldObject.spec"
+            .to_string(),
+    }]
+}
+
+/// Makes the cluster's webhook configurations of `registration.owner` those of `served`:
+/// each applied, those of plugins no longer served (or no longer validating or defaulting)
+/// deleted, and the conversion webhook of each converting plugin's CRD set.
+pub async fn sync(
+    client: &Client,
+    registration: &Registration<'_>,
+    served: &[Declaration],
+) -> Result<(), Error> {
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let apply = PatchParams::apply(FIELD_MANAGER).force();
+    let mut wanted_validating = HashSet::new();
+    let mut wanted_mutating = HashSet::new();
+    for decl in served {
+        if let Some(configuration) = registration.validating(decl) {
+            let name = configuration.name_any();
+            validating
+                .patch(&name, &apply, &Patch::Apply(&configuration))
+                .await
+                .map_err(|source| Error::Register {
+                    what: format!("ValidatingWebhookConfiguration {name}"),
+                    source,
+                })?;
+            wanted_validating.insert(name);
+        }
+        if let Some(configuration) = registration.mutating(decl) {
+            let name = configuration.name_any();
+            mutating
+                .patch(&name, &apply, &Patch::Apply(&configuration))
+                .await
+                .map_err(|source| Error::Register {
+                    what: format!("MutatingWebhookConfiguration {name}"),
+                    source,
+                })?;
+            wanted_mutating.insert(name);
+        }
+        if let Some(conversion) = registration.conversion(decl) {
+            let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+            let name = decl.crd.name_any();
+            let patch = json!({
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": name},
+                "spec": {"conversion": conversion},
+            });
+            crds.patch(&name, &apply, &Patch::Apply(&patch))
+                .await
+                .map_err(|source| Error::Register {
+                    what: format!("the conversion webhook of CustomResourceDefinition {name}"),
+                    source,
+                })?;
+        }
+    }
+    let mine = ListParams::default().labels(&format!("{OWNER_LABEL}={}", registration.owner));
+    let listed = |what: &str, source| Error::Register {
+        what: format!("the {what}s of {}", registration.owner),
+        source,
+    };
+    for stale in validating
+        .list_metadata(&mine)
+        .await
+        .map_err(|e| listed("ValidatingWebhookConfiguration", e))?
+        .items
+        .into_iter()
+        .filter(|c| !wanted_validating.contains(&c.name_any()))
+    {
+        delete(&validating, &stale.name_any()).await?;
+    }
+    for stale in mutating
+        .list_metadata(&mine)
+        .await
+        .map_err(|e| listed("MutatingWebhookConfiguration", e))?
+        .items
+        .into_iter()
+        .filter(|c| !wanted_mutating.contains(&c.name_any()))
+    {
+        delete(&mutating, &stale.name_any()).await?;
+    }
+    Ok(())
+}
+
+async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => {
+            tracing::info!(configuration = name, "removed the webhooks of a plugin no longer served");
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(Error::Register {
+            what: format!("the stale webhook configuration {name}"),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::Capabilities;
+
+    fn decl(implements: Capabilities) -> Declaration {
+        let mut decl = operator_host_core::test_support::memcached_declaration(Vec::new());
+        decl.implements = implements;
+        decl
+    }
+
+    #[test]
+    fn a_plugin_gets_the_entries_of_what_it_implements_for_its_namespaces() {
+        let endpoint = Endpoint::Url("https://127.0.0.1:9443/".into());
+        let namespaces = vec!["team-a".to_string()];
+        let registration = Registration {
+            owner: "operator-host",
+            endpoint: &endpoint,
+            ca_bundle: "PEM",
+            failure_policy: FailurePolicy::Fail,
+            namespaces: &namespaces,
+        };
+        assert!(registration.validating(&decl(Capabilities::default())).is_none());
+        assert!(registration.mutating(&decl(Capabilities::default())).is_none());
+        let validating = registration
+            .validating(&decl(Capabilities {
+                validate: true,
+                validate_delete: true,
+                ..Default::default()
+            }))
+            .unwrap();
+        assert_eq!(validating.name_any(), "operator-host.memcached");
+        let webhook = &validating.webhooks.unwrap()[0];
+        assert_eq!(webhook.name, "validate.memcached.operator-host.dev");
+        assert_eq!(
+            webhook.client_config.url.as_deref(),
+            Some("https://127.0.0.1:9443/validate/memcached")
+        );
+        assert_eq!(
+            webhook.rules.as_ref().unwrap()[0].operations,
+            Some(vec!["CREATE".into(), "UPDATE".into(), "DELETE".into()])
+        );
+        assert_eq!(
+            webhook.namespace_selector.as_ref().unwrap().match_expressions.as_ref().unwrap()[0]
+                .values,
+            Some(namespaces.clone())
+        );
+        let service = Endpoint::Service {
+            namespace: "system".into(),
+            name: "operator-host-webhooks".into(),
+            port: 443,
+        };
+        let registration = Registration {
+            endpoint: &service,
+            namespaces: &[],
+            ..registration
+        };
+        let mutating = registration
+            .mutating(&decl(Capabilities {
+                default: true,
+                ..Default::default()
+            }))
+            .unwrap();
+        let webhook = &mutating.webhooks.unwrap()[0];
+        assert_eq!(
+            webhook.client_config.service.as_ref().unwrap().path.as_deref(),
+            Some("/default/memcached")
+        );
+        assert!(webhook.namespace_selector.is_none());
+    }
+}
