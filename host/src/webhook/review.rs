@@ -152,7 +152,7 @@ fn answer_validation(
     validation: Validation,
 ) -> AdmissionResponse {
     if !validation.warnings.is_empty() {
-        response.warnings = Some(validation.warnings);
+        response.warnings = Some(validation.warnings.iter().map(|w| warning(w)).collect());
     }
     if validation.errors.is_empty() {
         return response;
@@ -291,9 +291,25 @@ fn failed(
         }
         FailurePolicy::Ignore => {
             let mut response = response;
-            response.warnings = Some(vec![format!("{message} (let through: failurePolicy Ignore)")]);
+            response.warnings = Some(vec![warning(&format!(
+                "let through (failurePolicy Ignore): {message}"
+            ))]);
             response
         }
+    }
+}
+
+/// `text` as the API server passes a warning on (an HTTP header): one line, at most 256
+/// characters; a warning with a line break in it would be dropped whole.
+fn warning(text: &str) -> String {
+    const MAX: usize = 256;
+    let line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match line.char_indices().nth(MAX - 3) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line,
     }
 }
 
@@ -438,6 +454,14 @@ mod tests {
             invalid_message("Thing", "b", &[error("spec.a"), error("spec.b")]),
             "Thing \"b\" is invalid: [spec.a: Required value, spec.b: Required value]"
         );
+    }
+
+    #[test]
+    fn a_warning_is_one_line_the_api_server_passes_on() {
+        assert_eq!(warning("a\nb"), "a b");
+        let long = warning(&"x".repeat(300));
+        assert_eq!(long.chars().count(), 256);
+        assert!(long.ends_with("..."));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! binary: one link instead of one per area. Each module is an area;
 //! `cargo test -p operator-host-tests --test cluster hot_reload::` runs one.
 
+mod admission;
 mod all_namespaces;
 mod apply_options;
 mod canary;

@@ -1,0 +1,308 @@
+//! Admission through the plugins (contract 0.3.0): `operator-host run --webhook-addr` with
+//! `--install-crds` registers the webhooks of the plugins that validate or default, and
+//! `kubectl apply` shows their field errors, warnings and defaults as the API server's own.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use kube::Api;
+use kube::api::DynamicObject;
+use operator_host::webhook::OWNER_LABEL;
+use operator_host_tests::devcluster::{TestNamespace, cluster, kubectl, repo_root, wait_for};
+use operator_host_tests::host::plugin_path;
+use operator_host_tests::memcached::{memcached_resource, reconciled_condition};
+use operator_host_tests::process_host::{Launch, ProcessHost};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A plugin directory holding each `(dir, plugin)` of `target/` as `plugin.wasm`.
+fn plugins(plugins: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (from, plugin) in plugins {
+        let name = plugin.split('-').next().unwrap_or(plugin);
+        std::fs::copy(
+            plugin_path(from, plugin),
+            dir.path().join(format!("{name}.wasm")),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+/// `operator-host run` in `ns` with webhooks on a port of the OS's, its CA Secret in `ns`
+/// and its webhook configurations named after `lease` (unique per test).
+fn start_host(ns: &TestNamespace, plugins: &Path, lease: &str, args: &[&str]) -> ProcessHost {
+    let policy = repo_root().join("examples/policy.yaml");
+    let mut all = vec![
+        "--webhook-addr",
+        "127.0.0.1:0",
+        "--leader-elect-lease",
+        lease,
+        "--policy",
+        policy.to_str().unwrap(),
+    ];
+    all.extend(args);
+    ProcessHost::start_with_env(
+        &Launch {
+            binary: Path::new(BINARY),
+            plugins,
+            kubeconfig: &cluster().kubeconfig,
+            namespace: Some(ns.name()),
+            install_crds: true,
+            crash_after: None,
+            metrics_addr: None,
+            args: &all,
+        },
+        &[("POD_NAMESPACE", Some(ns.name()))],
+    )
+}
+
+/// `kubectl <args> -f -` with `yaml` on stdin.
+fn kubectl_stdin(args: &[&str], yaml: &str) -> Output {
+    let mut child = kubectl()
+        .args(args)
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(yaml.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Waits until the API server refuses `yaml` (a server-side dry run, so nothing is stored
+/// while the webhook is not called yet); returns the refusal.
+async fn refused_once_registered(host: &ProcessHost, yaml: &str) -> String {
+    wait_for("the webhook to be registered and called", TIMEOUT, || async {
+        let output = kubectl_stdin(&["apply", "--dry-run=server"], yaml);
+        let message = stderr(&output);
+        let refused = message.contains("is invalid") || message.contains("denied the request");
+        Ok((!output.status.success() && refused).then_some(message))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; host log:\n{}", host.log_tail(40)))
+}
+
+/// Deletes the webhook configurations a test's host made (they outlive it, as a deployment's
+/// outlive a restart), so they do not linger in the shared cluster.
+fn remove_configurations(lease: &str) {
+    let output = kubectl()
+        .args([
+            "delete",
+            "validatingwebhookconfigurations,mutatingwebhookconfigurations",
+            "-l",
+            &format!("{OWNER_LABEL}={lease}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+fn memcached_yaml(ns: &str, name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {{name: {name}, \
+         namespace: {ns}}}\nspec: {spec}\n"
+    )
+}
+
+fn etcd_yaml(ns: &str, name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: etcd.operator-host.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {name}, \
+         namespace: {ns}}}\nspec: {spec}\n"
+    )
+}
+
+#[tokio::test]
+async fn kubectl_apply_shows_the_plugins_field_errors_warnings_and_defaults() {
+    let ns = TestNamespace::new("admission").await.unwrap();
+    let lease = format!("admission-{}", ns.name());
+    let dir = plugins(&[("plugins", "memcached"), ("plugins", "etcd")]);
+    let host = start_host(&ns, dir.path(), &lease, &[]);
+
+    // A spec the CRD schema cannot refuse: the plugin's own check, shown by kubectl as it
+    // shows the API server's (the cause's field and message), and nothing stored.
+    let bad = memcached_yaml(ns.name(), "bad", "{size: 1, image: 'not an image'}");
+    let refusal = refused_once_registered(&host, &bad).await;
+    assert!(
+        refusal.contains(
+            "The Memcached \"bad\" is invalid: spec.image: Invalid value: must be a container \
+             image reference, got \"not an image\""
+        ),
+        "{refusal}"
+    );
+    let output = kubectl_stdin(&["apply"], &bad);
+    assert!(!output.status.success());
+    let memcacheds: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
+    assert!(memcacheds.get_opt("bad").await.unwrap().is_none());
+
+    // Defaulted (an untagged image is pinned), with the plugin's warning, and reconciled.
+    let good = memcached_yaml(ns.name(), "good", "{size: 0, image: memcached}");
+    let output = kubectl_stdin(&["apply"], &good);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("Warning: Memcached good: spec.size is 0"),
+        "{}",
+        stderr(&output)
+    );
+    let stored = memcacheds.get("good").await.unwrap();
+    assert_eq!(stored.data["spec"]["image"], "memcached:1.6.39-alpine");
+    wait_for("good reconciled", TIMEOUT, || async {
+        let cr = memcacheds.get("good").await?;
+        Ok((reconciled_condition(&cr)["status"] == "True").then_some(()))
+    })
+    .await
+    .unwrap();
+    // A write that leaves the spec alone is not the plugin's to refuse.
+    let output = kubectl()
+        .args(["label", "-n", ns.name(), "memcached", "good", "team=a"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    // An update the plugin forbids: etcd's volume size is immutable, and its version moves
+    // one minor at a time.
+    let etcd = etcd_yaml(ns.name(), "store", "{replicas: 1, version: 3.5.17}");
+    let output = kubectl_stdin(&["apply"], &etcd);
+    assert!(output.status.success(), "{}", stderr(&output));
+    for (change, expected) in [
+        (
+            "{replicas: 1, version: 3.5.17, storage: 9Gi}",
+            "spec.storage: Invalid value: \"9Gi\": field is immutable",
+        ),
+        (
+            "{replicas: 1, version: 3.7.0}",
+            "spec.version: Invalid value: \"3.7.0\": 3.5.17 -> 3.7.0 skips a minor version",
+        ),
+    ] {
+        let output = kubectl_stdin(&["apply"], &etcd_yaml(ns.name(), "store", change));
+        assert!(!output.status.success(), "{change} was accepted");
+        assert!(stderr(&output).contains(expected), "{}", stderr(&output));
+    }
+    let etcds: Api<DynamicObject> = Api::namespaced_with(
+        ns.client(),
+        ns.name(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("etcd.operator-host.dev", "v1alpha1", "EtcdCluster"),
+            "etcdclusters",
+        ),
+    );
+    let stored = etcds.get("store").await.unwrap();
+    assert_eq!(stored.data["spec"]["version"], "3.5.17");
+    assert_eq!(stored.data["spec"]["storage"], "1Gi");
+
+    host.kill().await;
+    remove_configurations(&lease);
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_validate_that_traps_or_runs_out_of_time_follows_the_failure_policy() {
+    let ns = TestNamespace::new("admission-failure").await.unwrap();
+    let lease = format!("admission-{}", ns.name());
+    let dir = plugins(&[("test-plugins", "hostile")]);
+    let attack = |name: &str, attack: &str| {
+        format!(
+            "apiVersion: hostile.operator-host.dev/v1alpha1\nkind: Attack\nmetadata: {{name: {name}, \
+             namespace: {}}}\nspec: {{attack: {attack}}}\n",
+            ns.name()
+        )
+    };
+    let host = start_host(&ns, dir.path(), &lease, &[]);
+    let refusal = refused_once_registered(&host, &attack("refuse", "validate-refuse")).await;
+    assert!(
+        refusal.contains("spec.attack: Forbidden: refused on purpose"),
+        "{refusal}"
+    );
+    for (name, expected) in [
+        ("validate-panic", "plugin hostile could not validate: the plugin trapped"),
+        (
+            "validate-loop",
+            "plugin hostile could not validate: the plugin did not finish within its CPU deadline",
+        ),
+        (
+            "default-rename",
+            "plugin hostile's default changes /metadata/name, where a default may change only",
+        ),
+        ("default-status", "plugin hostile's default changes /status"),
+    ] {
+        let output = kubectl_stdin(&["apply"], &attack(name, name));
+        assert!(!output.status.success(), "{name} was accepted");
+        assert!(
+            stderr(&output).contains(expected),
+            "{name}: {}",
+            stderr(&output)
+        );
+    }
+    host.kill().await;
+
+    // The administrator's other choice: let it through, saying so.
+    let host = start_host(&ns, dir.path(), &lease, &["--webhook-failure-policy", "ignore"]);
+    let ignored = attack("ignored", "validate-panic");
+    let accepted = wait_for("a failing validate let through", TIMEOUT, || async {
+        let output = kubectl_stdin(&["apply", "--dry-run=server"], &ignored);
+        let message = stderr(&output);
+        Ok((output.status.success() && message.contains("failurePolicy Ignore")).then_some(message))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; host log:\n{}", host.log_tail(40)));
+    assert!(
+        accepted.contains("plugin hostile could not validate: the plugin trapped"),
+        "{accepted}"
+    );
+    host.kill().await;
+    remove_configurations(&lease);
+    operator_host_tests::hostile::release_attacks(&ns).await;
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_webhooks_serve_through_a_hot_swap_and_certificate_renewals() {
+    let ns = TestNamespace::new("admission-swap").await.unwrap();
+    let lease = format!("admission-{}", ns.name());
+    let dir = plugins(&[("plugins", "memcached")]);
+    // Renewed every two seconds.
+    let host = start_host(&ns, dir.path(), &lease, &["--webhook-certificate-validity", "3s"]);
+    let bad = memcached_yaml(ns.name(), "bad", "{size: 1, image: 'not an image'}");
+    refused_once_registered(&host, &bad).await;
+    // A new version of the plugin: served by the webhook as soon as by the controller.
+    operator_host_tests::host::publish(
+        &plugin_path("test-plugins", "memcached-v2"),
+        &dir.path().join("memcached.wasm"),
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+    let mut refusals = 0;
+    while tokio::time::Instant::now() < deadline {
+        let output = kubectl_stdin(&["apply", "--dry-run=server"], &bad);
+        assert!(
+            !output.status.success() && stderr(&output).contains("spec.image: Invalid value"),
+            "a refusal was missed: {}\nhost log:\n{}",
+            stderr(&output),
+            host.log_tail(40)
+        );
+        refusals += 1;
+    }
+    let log = host.log();
+    assert!(
+        log.matches("renewed the webhooks' serving certificate").count() >= 2,
+        "{log}"
+    );
+    assert!(log.contains("plugin replaced plugin=memcached"), "{log}");
+    println!("admission: {refusals} refusals through a hot swap and certificate renewals");
+    host.kill().await;
+    remove_configurations(&lease);
+    ns.cleanup().await.unwrap();
+}
