@@ -10,9 +10,10 @@ PLUGINS := memcached mysql etcd
 # The example plugins the host image carries (deploy/image/build.sh) and the install
 # manifests' RBAC covers: tests/src/manifests.rs's BUNDLED_PLUGINS.
 IMAGE_PLUGINS := memcached mysql
-# Test-only plugins: hostile guests, another contract version, a parent kind of its own for
+# Test-only plugins: hostile guests, a contract version that does not exist, a plugin of contract
+# 0.2.0 built without the SDK (contract-v0-2), a parent kind of its own for
 # the CRD-ownership tests (squatter), the v2 Memcached.
-TEST_PLUGINS := hostile wrong-contract squatter staged
+TEST_PLUGINS := hostile wrong-contract contract-v0-2 squatter staged
 # Builds of the hostile plugin whose declarations lie about a kind (plugins/hostile features).
 HOSTILE_LIES := lie-child-plural lie-related-plural lie-scope
 # Example plugins `make demo` does not serve: plugins/redis and plugins/webapp, written as a

@@ -74,6 +74,11 @@ const CRD_VERBS: &[&str] = &["get", "list", "watch", "create"];
 /// Only on the CRDs of the plugins served.
 const OWN_CRD_VERBS: &[&str] = &["patch", "update"];
 const CRD_GROUP: &str = "apiextensions.k8s.io";
+/// With webhooks and `--install-crds`: the host keeps the webhook configurations of its
+/// plugins (server-side apply, which creates them), lists its own to delete those of plugins
+/// gone. Cluster-scoped, and named after plugins not known in advance.
+const WEBHOOK_CONFIGURATION_VERBS: &[&str] = &["get", "list", "create", "patch", "delete"];
+const ADMISSION_GROUP: &str = "admissionregistration.k8s.io";
 const CRD_RESOURCE: &str = "customresourcedefinitions";
 
 /// What else the role must cover.
@@ -89,6 +94,16 @@ pub struct Options {
     pub plugins_from_cluster: Option<ClusterPlugins>,
     /// The Lease `run` reports what each replica serves in (`None`: print no Role for it).
     pub replica_report: Option<ReportLease>,
+    /// With `run --webhook-addr`: the Secret of the webhooks' CA.
+    pub webhooks: Option<WebhookCa>,
+}
+
+/// The Secret `run --webhook-addr` keeps its CA in: `<lease>-webhook-ca` in the host's
+/// namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookCa {
+    pub namespace: String,
+    pub secret: String,
 }
 
 /// The Lease the replicas of `run` report what they serve in.
@@ -124,6 +139,7 @@ impl Default for Options {
             lease: None,
             plugins_from_cluster: None,
             replica_report: None,
+            webhooks: None,
         }
     }
 }
@@ -214,6 +230,32 @@ pub fn pull_secret_role(options: &Options) -> Option<Role> {
     })
 }
 
+/// The Role `run --webhook-addr` needs for its CA Secret (named `<name>-webhook-ca`, in the
+/// host's namespace): `get` on that Secret, `create` in the namespace (the first replica
+/// makes it), or `None` without webhooks.
+pub fn webhook_ca_role(options: &Options) -> Option<Role> {
+    let ca = options.webhooks.as_ref()?;
+    let secrets = |names: Option<Vec<String>>, verb: &str| PolicyRule {
+        api_groups: Some(vec![String::new()]),
+        resources: Some(vec!["secrets".into()]),
+        resource_names: names,
+        verbs: vec![verb.into()],
+        ..PolicyRule::default()
+    };
+    Some(Role {
+        metadata: ObjectMeta {
+            name: Some(format!("{}-webhook-ca", options.name)),
+            namespace: Some(ca.namespace.clone()),
+            labels: labels(),
+            ..ObjectMeta::default()
+        },
+        rules: Some(vec![
+            secrets(Some(vec![ca.secret.clone()]), "get"),
+            secrets(None, "create"),
+        ]),
+    })
+}
+
 /// The ClusterRole `operator-host run` needs to serve `plugins` under `policy`.
 pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options) -> ClusterRole {
     // group -> resource -> verbs
@@ -261,6 +303,18 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
     }
     // Rules that name objects (`resourceNames`) are not merged with others; per group.
     let mut named_rules: BTreeMap<String, Vec<PolicyRule>> = BTreeMap::new();
+    if options.install_crds && options.webhooks.is_some() {
+        for resource in [
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations",
+        ] {
+            grant(
+                ADMISSION_GROUP,
+                resource.into(),
+                WEBHOOK_CONFIGURATION_VERBS,
+            );
+        }
+    }
     if options.install_crds {
         // `create` stays unrestricted: RBAC cannot restrict create by resourceName, "because
         // the name of the new object may not be known at authorization time"
@@ -371,6 +425,13 @@ pub fn to_yaml(
              it to the same ServiceAccount with a RoleBinding.\n",
         );
         out.push_str(&serde_yaml::to_string(&report_role)?);
+    }
+    if let Some(ca_role) = webhook_ca_role(options) {
+        out.push_str(
+            "---\n# The Secret of the webhooks' CA (`run --webhook-addr`); bind it to the same \
+             ServiceAccount with a RoleBinding.\n",
+        );
+        out.push_str(&serde_yaml::to_string(&ca_role)?);
     }
     if let Some(pull_secret_role) = pull_secret_role(options) {
         out.push_str(
@@ -515,6 +576,63 @@ mod tests {
                 rule("b.example.com", &["bs/status"], STATUS_VERBS),
                 rule("events.k8s.io", &["events"], EVENT_VERBS),
             ]
+        );
+    }
+
+    #[test]
+    fn webhooks_get_their_ca_secret_and_with_install_crds_the_configurations() {
+        assert!(webhook_ca_role(&Options::default()).is_none());
+        let options = Options {
+            webhooks: Some(WebhookCa {
+                namespace: "ops".into(),
+                secret: "operator-host-webhook-ca".into(),
+            }),
+            ..Options::default()
+        };
+        let role = webhook_ca_role(&options).unwrap();
+        assert_eq!(role.metadata.namespace.as_deref(), Some("ops"));
+        assert_eq!(
+            role.rules.unwrap(),
+            [
+                PolicyRule {
+                    resource_names: Some(vec!["operator-host-webhook-ca".into()]),
+                    ..rule("", &["secrets"], &["get"])
+                },
+                rule("", &["secrets"], &["create"]),
+            ]
+        );
+        let has_configurations = |options: &Options| {
+            cluster_role(&[], &Policy::default(), options)
+                .rules
+                .unwrap()
+                .iter()
+                .any(|r| r.api_groups == Some(vec![ADMISSION_GROUP.to_string()]))
+        };
+        assert!(
+            !has_configurations(&options),
+            "only a host that installs CRDs registers"
+        );
+        let installing = Options {
+            install_crds: true,
+            ..options
+        };
+        let role = cluster_role(&[], &Policy::default(), &installing);
+        let rule_of = role
+            .rules
+            .unwrap()
+            .into_iter()
+            .find(|r| r.api_groups == Some(vec![ADMISSION_GROUP.to_string()]))
+            .unwrap();
+        assert_eq!(
+            rule_of,
+            rule(
+                ADMISSION_GROUP,
+                &[
+                    "mutatingwebhookconfigurations",
+                    "validatingwebhookconfigurations"
+                ],
+                &["get", "list", "create", "patch", "delete"]
+            )
         );
     }
 

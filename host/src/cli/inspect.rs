@@ -24,6 +24,16 @@ pub(super) fn run(args: InspectArgs, runtime: &Arc<Runtime>) -> anyhow::Result<(
     } = args;
     let plugin = load(runtime, &path)?;
     let decl = &plugin.decl;
+    // Contract 0.3.0's admission and conversion functions the host calls.
+    let implements: Vec<&str> = [
+        ("validate", decl.implements.validate),
+        ("validateDelete", decl.implements.validate_delete),
+        ("default", decl.implements.default),
+        ("convert", decl.implements.convert),
+    ]
+    .into_iter()
+    .filter_map(|(name, implemented)| implemented.then_some(name))
+    .collect();
     let description = serde_json::json!({
         "name": decl.name,
         "version": decl.version,
@@ -33,6 +43,7 @@ pub(super) fn run(args: InspectArgs, runtime: &Arc<Runtime>) -> anyhow::Result<(
         "namespaced": decl.parent.namespaced,
         "children": decl.children.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "needsFinalize": decl.needs_finalize,
+        "implements": implements,
         "size": plugin.compiled.size(),
         "sha256": decl.content_hash,
     });

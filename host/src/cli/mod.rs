@@ -125,6 +125,8 @@ struct RuntimeArgs {
     max_response_mib: usize,
 }
 
+// Made once per process: a boxed variant would only complicate the matches on it below.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run every plugin in a directory as a controller against the cluster; plugin files

@@ -35,6 +35,10 @@ pub(super) struct RbacArgs {
     /// $POD_NAMESPACE).
     #[arg(long)]
     plugins_from_cluster: bool,
+    /// Include what `run --webhook-addr` needs: the Secret of the webhooks' CA (a Role in
+    /// the host's namespace) and, with --install-crds, the webhook configurations.
+    #[arg(long)]
+    webhooks: bool,
     /// How to reach the registry of plugins given as references.
     #[command(flatten)]
     registry: RegistryArgs,
@@ -53,6 +57,7 @@ pub(super) fn run(args: RbacArgs, runtime: &Arc<Runtime>, policy: &Policy) -> an
         name,
         leader_election,
         plugins_from_cluster,
+        webhooks,
         registry,
         kubeconfig,
     } = args;
@@ -89,6 +94,10 @@ pub(super) fn run(args: RbacArgs, runtime: &Arc<Runtime>, policy: &Policy) -> an
         replica_report: Some(rbac::ReportLease {
             namespace: leader_election.namespace(),
             name: crate::replicas::report_lease_name(&leader_election.leader_elect_lease),
+        }),
+        webhooks: webhooks.then(|| rbac::WebhookCa {
+            namespace: leader_election.namespace(),
+            secret: crate::webhook::ca_secret_name(&leader_election.leader_elect_lease),
         }),
     };
     let role = rbac::cluster_role(&declarations, policy, &options);

@@ -164,7 +164,7 @@ pub(super) fn run(
         failure_policy: webhook_failure_policy,
         ca_secret: (
             leader_election.namespace(),
-            format!("{}-webhook-ca", leader_election.leader_elect_lease),
+            webhook::ca_secret_name(&leader_election.leader_elect_lease),
         ),
         certificate_validity: webhook_certificate_validity,
         owner: leader_election.leader_elect_lease.clone(),

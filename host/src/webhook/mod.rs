@@ -27,7 +27,7 @@ use hyper_util::service::TowerToHyperService;
 use kube::Client;
 
 pub use registration::{OWNER_LABEL, Registration};
-pub use review::{Hook, ReviewError};
+pub use review::{Hook, ReviewError, admit, convert};
 
 use crate::leader::Leadership;
 use crate::plugin::Plugin;
@@ -104,6 +104,11 @@ pub enum FailurePolicy {
     Fail,
     /// Let it through, with a warning.
     Ignore,
+}
+
+/// The Secret of the webhooks' CA of the host deployment whose election Lease is `lease`.
+pub fn ca_secret_name(lease: &str) -> String {
+    format!("{lease}-webhook-ca")
 }
 
 /// How `run` serves webhooks.
@@ -224,9 +229,9 @@ pub async fn start(
     tls_config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config));
     let app = Router::new()
-        .route("/validate/{plugin}", post(validate))
-        .route("/default/{plugin}", post(default))
-        .route("/convert/{plugin}", post(convert))
+        .route("/validate/{plugin}", post(serve_validate))
+        .route("/default/{plugin}", post(serve_default))
+        .route("/convert/{plugin}", post(serve_convert))
         .with_state(ServerState {
             plugins,
             failure_policy: config.failure_policy,
@@ -266,11 +271,11 @@ pub async fn start(
     })
 }
 
-async fn validate(state: State<ServerState>, plugin: Path<String>, body: Bytes) -> Response {
+async fn serve_validate(state: State<ServerState>, plugin: Path<String>, body: Bytes) -> Response {
     admission(state, plugin, Hook::Validate, body).await
 }
 
-async fn default(state: State<ServerState>, plugin: Path<String>, body: Bytes) -> Response {
+async fn serve_default(state: State<ServerState>, plugin: Path<String>, body: Bytes) -> Response {
     admission(state, plugin, Hook::Default, body).await
 }
 
@@ -283,13 +288,13 @@ async fn admission(
     let Some(plugin) = state.plugins.get(&name) else {
         return not_served(&name);
     };
-    match review::admit(plugin, hook, &body, state.failure_policy).await {
+    match admit(plugin, hook, &body, state.failure_policy).await {
         Ok(review) => json(&review),
         Err(error) => bad_review(&name, hook.as_str(), &error),
     }
 }
 
-async fn convert(
+async fn serve_convert(
     State(state): State<ServerState>,
     Path(name): Path<String>,
     body: Bytes,
@@ -297,7 +302,7 @@ async fn convert(
     let Some(plugin) = state.plugins.get(&name) else {
         return not_served(&name);
     };
-    match review::convert(plugin, &body).await {
+    match convert(plugin, &body).await {
         Ok(review) => json(&review),
         Err(error) => bad_review(&name, "convert", &error),
     }
@@ -305,7 +310,11 @@ async fn convert(
 
 fn json(review: &impl serde::Serialize) -> Response {
     match serde_json::to_vec(review) {
-        Ok(body) => ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Ok(body) => (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response(),
         Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
     }
 }

@@ -292,7 +292,10 @@ where
 {
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => {
-            tracing::info!(configuration = name, "removed the webhooks of a plugin no longer served");
+            tracing::info!(
+                configuration = name,
+                "removed the webhooks of a plugin no longer served"
+            );
             Ok(())
         }
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
@@ -325,8 +328,16 @@ mod tests {
             failure_policy: FailurePolicy::Fail,
             namespaces: &namespaces,
         };
-        assert!(registration.validating(&decl(Capabilities::default())).is_none());
-        assert!(registration.mutating(&decl(Capabilities::default())).is_none());
+        assert!(
+            registration
+                .validating(&decl(Capabilities::default()))
+                .is_none()
+        );
+        assert!(
+            registration
+                .mutating(&decl(Capabilities::default()))
+                .is_none()
+        );
         let validating = registration
             .validating(&decl(Capabilities {
                 validate: true,
@@ -346,7 +357,13 @@ mod tests {
             Some(vec!["CREATE".into(), "UPDATE".into(), "DELETE".into()])
         );
         assert_eq!(
-            webhook.namespace_selector.as_ref().unwrap().match_expressions.as_ref().unwrap()[0]
+            webhook
+                .namespace_selector
+                .as_ref()
+                .unwrap()
+                .match_expressions
+                .as_ref()
+                .unwrap()[0]
                 .values,
             Some(namespaces.clone())
         );
@@ -368,7 +385,13 @@ mod tests {
             .unwrap();
         let webhook = &mutating.webhooks.unwrap()[0];
         assert_eq!(
-            webhook.client_config.service.as_ref().unwrap().path.as_deref(),
+            webhook
+                .client_config
+                .service
+                .as_ref()
+                .unwrap()
+                .path
+                .as_deref(),
             Some("/default/memcached")
         );
         assert!(webhook.namespace_selector.is_none());

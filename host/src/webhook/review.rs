@@ -60,13 +60,14 @@ pub async fn admit(
     body: &[u8],
     failure_policy: FailurePolicy,
 ) -> Result<AdmissionReview<DynamicObject>, ReviewError> {
-    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)
-        .map_err(|e| ReviewError::NotAdmissionReview(e.to_string()))?;
-    let request: AdmissionRequest<DynamicObject> = review
-        .try_into()
-        .map_err(|e: kube::core::admission::ConvertAdmissionReviewError| {
-            ReviewError::NotAdmissionReview(e.to_string())
-        })?;
+    let review: AdmissionReview<DynamicObject> =
+        serde_json::from_slice(body).map_err(|e| ReviewError::NotAdmissionReview(e.to_string()))?;
+    let request: AdmissionRequest<DynamicObject> =
+        review
+            .try_into()
+            .map_err(|e: kube::core::admission::ConvertAdmissionReviewError| {
+                ReviewError::NotAdmissionReview(e.to_string())
+            })?;
     let parent = &plugin.decl.parent;
     if request.resource.group != parent.group || request.resource.resource != parent.plural {
         return Err(ReviewError::NotOwned {
@@ -228,7 +229,15 @@ async fn default(
                 plugin.decl.name
             )));
         }
-        Err(error) => return Ok(failed(plugin, Hook::Default, response, &error, failure_policy)),
+        Err(error) => {
+            return Ok(failed(
+                plugin,
+                Hook::Default,
+                response,
+                &error,
+                failure_policy,
+            ));
+        }
     };
     let defaulted: Value = match serde_json::from_str(&defaulted) {
         Ok(value) => value,
@@ -375,7 +384,10 @@ fn convert_all(plugin: &Plugin, objects: &[Value], desired: &str) -> Result<Vec<
         .map(|object| {
             let name = object["metadata"]["name"].as_str().unwrap_or_default();
             let context = format!("{}/{name}", plugin.decl.name);
-            let converted = match plugin.compiled.convert(&object.to_string(), version, &context) {
+            let converted = match plugin
+                .compiled
+                .convert(&object.to_string(), version, &context)
+            {
                 Ok(Ok(converted)) => converted,
                 Ok(Err(refusal)) => {
                     return Err(format!(
@@ -396,8 +408,12 @@ fn convert_all(plugin: &Plugin, objects: &[Value], desired: &str) -> Result<Vec<
                     plugin.decl.name
                 )
             })?;
-            check_conversion(object, &converted, desired)
-                .map_err(|problem| format!("plugin {}'s conversion of {name} {problem}", plugin.decl.name))?;
+            check_conversion(object, &converted, desired).map_err(|problem| {
+                format!(
+                    "plugin {}'s conversion of {name} {problem}",
+                    plugin.decl.name
+                )
+            })?;
             Ok(converted)
         })
         .collect()
@@ -430,8 +446,10 @@ mod tests {
     #[test]
     fn an_update_of_only_metadata_or_status_leaves_the_spec_alone() {
         let old = Some(json!({"metadata": {"labels": {}}, "spec": {"size": 1}}));
-        let relabelled = Some(json!({"metadata": {"labels": {"a": "b"}, "finalizers": ["f"]},
-                                     "spec": {"size": 1}, "status": {"x": 1}}));
+        let relabelled = Some(
+            json!({"metadata": {"labels": {"a": "b"}, "finalizers": ["f"]},
+                                     "spec": {"size": 1}, "status": {"x": 1}}),
+        );
         let resized = Some(json!({"metadata": {"labels": {}}, "spec": {"size": 2}}));
         assert!(leaves_spec_alone(&relabelled, &old));
         assert!(!leaves_spec_alone(&resized, &old));
@@ -474,11 +492,14 @@ mod tests {
 
     #[test]
     fn a_conversion_may_not_change_which_object_it_is() {
-        let object = json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "a", "uid": "u"}});
-        let good = json!({"apiVersion": "g/v2", "kind": "K", "metadata": {"name": "a", "uid": "u"}});
+        let object =
+            json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"name": "a", "uid": "u"}});
+        let good =
+            json!({"apiVersion": "g/v2", "kind": "K", "metadata": {"name": "a", "uid": "u"}});
         assert_eq!(check_conversion(&object, &good, "g/v2"), Ok(()));
         assert!(check_conversion(&object, &good, "g/v3").is_err());
-        let renamed = json!({"apiVersion": "g/v2", "kind": "K", "metadata": {"name": "b", "uid": "u"}});
+        let renamed =
+            json!({"apiVersion": "g/v2", "kind": "K", "metadata": {"name": "b", "uid": "u"}});
         assert_eq!(
             check_conversion(&object, &renamed, "g/v2"),
             Err("changes metadata.name".into())

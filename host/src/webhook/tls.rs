@@ -84,7 +84,10 @@ impl Ca {
             .collect::<Result<_, _>>()
             .map_err(issue)?;
         let mut subject = DistinguishedName::new();
-        subject.push(DnType::CommonName, names.first().cloned().unwrap_or_default());
+        subject.push(
+            DnType::CommonName,
+            names.first().cloned().unwrap_or_default(),
+        );
         params.distinguished_name = subject;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];

@@ -127,7 +127,11 @@ fn inspect_prints_the_declaration_size_and_hash() {
         info["children"],
         serde_json::json!(["apps/v1/Deployment", "v1/Service"])
     );
-    assert_eq!(info["contract"], "operator-host:reconciler@0.2.0");
+    assert_eq!(info["contract"], "operator-host:reconciler@0.3.0");
+    assert_eq!(
+        info["implements"],
+        serde_json::json!(["validate", "default"])
+    );
     assert_eq!(info["sha256"].as_str().unwrap().len(), 64);
     assert!(info["size"].as_u64().unwrap() > 0);
 }
@@ -166,6 +170,7 @@ fn a_plugin_of_another_contract_version_is_a_load_error() {
         &[
             "wrong-contract.wasm",
             "plugin@9.0.0",
+            "reconciler@0.3.0",
             "reconciler@0.2.0",
             "reconciler@0.1.0",
         ],

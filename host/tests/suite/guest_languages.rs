@@ -102,12 +102,12 @@ fn contract_of(plugin: &Path) -> String {
     info["contract"].as_str().unwrap().to_string()
 }
 
-/// The render test above holds 0.1.0 plugins to a 0.2.0 one: both contracts, one host.
+/// The render test above holds 0.1.0 plugins to a 0.3.0 one: both contracts, one host.
 #[test]
-fn the_other_languages_build_contract_0_1_and_the_rust_sdk_0_2() {
+fn the_other_languages_build_contract_0_1_and_the_rust_sdk_0_3() {
     assert_eq!(
         contract_of(&example_plugin("memcached")),
-        "operator-host:reconciler@0.2.0"
+        "operator-host:reconciler@0.3.0"
     );
     for (language, dir) in LANGUAGES {
         assert_eq!(

@@ -5,6 +5,7 @@ mod util;
 
 mod cli;
 mod conformance;
+mod contracts;
 mod etcd_render;
 mod guest_languages;
 mod layers;

@@ -279,7 +279,7 @@ fn the_replica_report_says_what_serves_and_why_newer_content_does_not() {
     );
     let served = serving.serving.unwrap();
     assert_eq!(served.sha256, hash(&v1()));
-    assert_eq!((served.contract.as_str(), served.digest), ("0.2.0", None));
+    assert_eq!((served.contract.as_str(), served.digest), ("0.3.0", None));
     assert_eq!(served.parent.kind, "Memcached");
     assert_eq!(
         served

@@ -318,6 +318,7 @@ fn a_component_of_another_contract_version_is_refused() {
     };
     assert!(detail.contains("plugin@9.0.0"), "{detail}");
     for served in [
+        "operator-host:reconciler@0.3.0",
         "operator-host:reconciler@0.2.0",
         "operator-host:reconciler@0.1.0",
     ] {

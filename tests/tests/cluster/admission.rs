@@ -9,11 +9,15 @@ use std::time::Duration;
 
 use kube::Api;
 use kube::api::DynamicObject;
+use operator_host::plugin::Plugin;
+use operator_host::policy::Policy;
+use operator_host::rbac;
 use operator_host::webhook::OWNER_LABEL;
 use operator_host_tests::devcluster::{TestNamespace, cluster, kubectl, repo_root, wait_for};
-use operator_host_tests::host::plugin_path;
+use operator_host_tests::host::{plugin_path, runtime};
 use operator_host_tests::memcached::{memcached_resource, reconciled_condition};
 use operator_host_tests::process_host::{Launch, ProcessHost};
+use operator_host_tests::service_account;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -35,6 +39,17 @@ fn plugins(plugins: &[(&str, &str)]) -> tempfile::TempDir {
 /// `operator-host run` in `ns` with webhooks on a port of the OS's, its CA Secret in `ns`
 /// and its webhook configurations named after `lease` (unique per test).
 fn start_host(ns: &TestNamespace, plugins: &Path, lease: &str, args: &[&str]) -> ProcessHost {
+    start_host_as(ns, plugins, lease, args, &cluster().kubeconfig)
+}
+
+/// [`start_host`] with the credentials of `kubeconfig`.
+fn start_host_as(
+    ns: &TestNamespace,
+    plugins: &Path,
+    lease: &str,
+    args: &[&str],
+    kubeconfig: &Path,
+) -> ProcessHost {
     let policy = repo_root().join("examples/policy.yaml");
     let mut all = vec![
         "--webhook-addr",
@@ -49,7 +64,7 @@ fn start_host(ns: &TestNamespace, plugins: &Path, lease: &str, args: &[&str]) ->
         &Launch {
             binary: Path::new(BINARY),
             plugins,
-            kubeconfig: &cluster().kubeconfig,
+            kubeconfig,
             namespace: Some(ns.name()),
             install_crds: true,
             crash_after: None,
@@ -86,12 +101,16 @@ fn stderr(output: &Output) -> String {
 /// Waits until the API server refuses `yaml` (a server-side dry run, so nothing is stored
 /// while the webhook is not called yet); returns the refusal.
 async fn refused_once_registered(host: &ProcessHost, yaml: &str) -> String {
-    wait_for("the webhook to be registered and called", TIMEOUT, || async {
-        let output = kubectl_stdin(&["apply", "--dry-run=server"], yaml);
-        let message = stderr(&output);
-        let refused = message.contains("is invalid") || message.contains("denied the request");
-        Ok((!output.status.success() && refused).then_some(message))
-    })
+    wait_for(
+        "the webhook to be registered and called",
+        TIMEOUT,
+        || async {
+            let output = kubectl_stdin(&["apply", "--dry-run=server"], yaml);
+            let message = stderr(&output);
+            let refused = message.contains("is invalid") || message.contains("denied the request");
+            Ok((!output.status.success() && refused).then_some(message))
+        },
+    )
     .await
     .unwrap_or_else(|e| panic!("{e}; host log:\n{}", host.log_tail(40)))
 }
@@ -125,12 +144,66 @@ fn etcd_yaml(ns: &str, name: &str, spec: &str) -> String {
     )
 }
 
+/// What `operator-host rbac --install-crds --webhooks` prints for the plugins of `dir`, bound
+/// to a ServiceAccount of `ns`: the host runs with exactly that.
+async fn printed_rbac_account(
+    ns: &TestNamespace,
+    dir: &Path,
+    lease: &str,
+) -> (service_account::BoundAccount, String) {
+    let policy_path = repo_root().join("examples/policy.yaml");
+    let policy = Policy::parse(
+        &std::fs::read_to_string(&policy_path).unwrap(),
+        &policy_path,
+    )
+    .unwrap();
+    let declarations: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            Plugin::load(&runtime(), &entry.unwrap().path())
+                .unwrap()
+                .decl
+        })
+        .collect();
+    let name = format!("operator-host-{}", ns.name());
+    let options = rbac::Options {
+        name: name.clone(),
+        install_crds: true,
+        lease: None,
+        plugins_from_cluster: None,
+        replica_report: Some(rbac::ReportLease {
+            namespace: ns.name().to_string(),
+            name: operator_host::replicas::report_lease_name(lease),
+        }),
+        webhooks: Some(rbac::WebhookCa {
+            namespace: ns.name().to_string(),
+            secret: operator_host::webhook::ca_secret_name(lease),
+        }),
+    };
+    let roles: Vec<_> = [
+        rbac::webhook_ca_role(&options),
+        rbac::replica_report_role(&options),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let account = service_account::bind(
+        ns,
+        &rbac::cluster_role(&declarations, &policy, &options),
+        &roles,
+    )
+    .await;
+    (account, name)
+}
+
 #[tokio::test]
 async fn kubectl_apply_shows_the_plugins_field_errors_warnings_and_defaults() {
     let ns = TestNamespace::new("admission").await.unwrap();
     let lease = format!("admission-{}", ns.name());
     let dir = plugins(&[("plugins", "memcached"), ("plugins", "etcd")]);
-    let host = start_host(&ns, dir.path(), &lease, &[]);
+    // Under exactly the RBAC `operator-host rbac --install-crds --webhooks` prints.
+    let (account, role) = printed_rbac_account(&ns, dir.path(), &lease).await;
+    let host = start_host_as(&ns, dir.path(), &lease, &[], &account.kubeconfig);
 
     // A spec the CRD schema cannot refuse: the plugin's own check, shown by kubectl as it
     // shows the API server's (the cause's field and message), and nothing stored.
@@ -206,6 +279,7 @@ async fn kubectl_apply_shows_the_plugins_field_errors_warnings_and_defaults() {
 
     host.kill().await;
     remove_configurations(&lease);
+    service_account::delete_cluster_role(&ns.client(), &role).await;
     ns.cleanup().await.unwrap();
 }
 
@@ -228,7 +302,10 @@ async fn a_validate_that_traps_or_runs_out_of_time_follows_the_failure_policy() 
         "{refusal}"
     );
     for (name, expected) in [
-        ("validate-panic", "plugin hostile could not validate: the plugin trapped"),
+        (
+            "validate-panic",
+            "plugin hostile could not validate: the plugin trapped",
+        ),
         (
             "validate-loop",
             "plugin hostile could not validate: the plugin did not finish within its CPU deadline",
@@ -250,12 +327,20 @@ async fn a_validate_that_traps_or_runs_out_of_time_follows_the_failure_policy() 
     host.kill().await;
 
     // The administrator's other choice: let it through, saying so.
-    let host = start_host(&ns, dir.path(), &lease, &["--webhook-failure-policy", "ignore"]);
+    let host = start_host(
+        &ns,
+        dir.path(),
+        &lease,
+        &["--webhook-failure-policy", "ignore"],
+    );
     let ignored = attack("ignored", "validate-panic");
     let accepted = wait_for("a failing validate let through", TIMEOUT, || async {
         let output = kubectl_stdin(&["apply", "--dry-run=server"], &ignored);
         let message = stderr(&output);
-        Ok((output.status.success() && message.contains("failurePolicy Ignore")).then_some(message))
+        Ok(
+            (output.status.success() && message.contains("failurePolicy Ignore"))
+                .then_some(message),
+        )
     })
     .await
     .unwrap_or_else(|e| panic!("{e}; host log:\n{}", host.log_tail(40)));
@@ -275,7 +360,12 @@ async fn the_webhooks_serve_through_a_hot_swap_and_certificate_renewals() {
     let lease = format!("admission-{}", ns.name());
     let dir = plugins(&[("plugins", "memcached")]);
     // Renewed every two seconds.
-    let host = start_host(&ns, dir.path(), &lease, &["--webhook-certificate-validity", "3s"]);
+    let host = start_host(
+        &ns,
+        dir.path(),
+        &lease,
+        &["--webhook-certificate-validity", "3s"],
+    );
     let bad = memcached_yaml(ns.name(), "bad", "{size: 1, image: 'not an image'}");
     refused_once_registered(&host, &bad).await;
     // A new version of the plugin: served by the webhook as soon as by the controller.
@@ -297,7 +387,9 @@ async fn the_webhooks_serve_through_a_hot_swap_and_certificate_renewals() {
     }
     let log = host.log();
     assert!(
-        log.matches("renewed the webhooks' serving certificate").count() >= 2,
+        log.matches("renewed the webhooks' serving certificate")
+            .count()
+            >= 2,
         "{log}"
     );
     assert!(log.contains("plugin replaced plugin=memcached"), "{log}");

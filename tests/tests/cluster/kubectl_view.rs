@@ -80,7 +80,7 @@ async fn kubectl_shows_what_each_replica_serves_and_which_parents_fail_and_why()
                 "memcached",
                 election.plugin.decl.version.as_str(),
                 &format!("sha256:{sha}"),
-                "0.2.0",
+                "0.3.0",
                 "Serving",
             ],
             "{plugins}"

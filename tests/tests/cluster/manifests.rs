@@ -218,6 +218,8 @@ fn printed_roles(objects: &[Value], name: String) -> (ClusterRole, Vec<Role>, St
             namespace,
             name: operator_host::replicas::report_lease_name(&lease),
         }),
+        // The manifests serve no webhooks (yet).
+        webhooks: None,
     };
     let policy = base_policy(&base_dir());
     let printed = rbac::to_yaml(

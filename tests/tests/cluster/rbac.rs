@@ -28,8 +28,9 @@ fn printed_role(plugin: &Plugin, name: &str) -> ClusterRole {
         install_crds: true,
         lease: None,
         plugins_from_cluster: None,
-        // The in-process host reports nothing.
+        // The in-process host reports nothing and serves no webhooks.
         replica_report: None,
+        webhooks: None,
     };
     let printed = rbac::to_yaml(
         &rbac::cluster_role(

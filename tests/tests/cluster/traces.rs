@@ -145,7 +145,7 @@ async fn a_reconcile_is_one_trace_with_its_steps_and_the_trace_id_is_in_its_logs
     assert_eq!(call.len(), 1, "{dump}");
     let call = call[0];
     assert_eq!(
-        call.attributes["contract"], "operator-host:reconciler@0.2.0",
+        call.attributes["contract"], "operator-host:reconciler@0.3.0",
         "{dump}"
     );
     assert_eq!(
