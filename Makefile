@@ -11,9 +11,10 @@ PLUGINS := memcached mysql etcd
 # manifests' RBAC covers: tests/src/manifests.rs's BUNDLED_PLUGINS.
 IMAGE_PLUGINS := memcached mysql
 # Test-only plugins: hostile guests, a contract version that does not exist, a plugin of contract
-# 0.2.0 built without the SDK (contract-v0-2), a parent kind of its own for
-# the CRD-ownership tests (squatter), the v2 Memcached.
-TEST_PLUGINS := hostile wrong-contract contract-v0-2 squatter staged
+# 0.2.0 built without the SDK (contract-v0-2), a CRD of two versions with conversion for the
+# webhooks' tests (versioned), a parent kind of its own for the CRD-ownership tests
+# (squatter), the v2 Memcached.
+TEST_PLUGINS := hostile wrong-contract contract-v0-2 versioned squatter staged
 # Builds of the hostile plugin whose declarations lie about a kind (plugins/hostile features).
 HOSTILE_LIES := lie-child-plural lie-related-plural lie-scope
 # Example plugins `make demo` does not serve: plugins/redis and plugins/webapp, written as a
@@ -166,6 +167,9 @@ test-plugins: plugins python-test-plugins js-test-plugins go-test-plugins
 	# A release that adds a child kind (a PodDisruptionBudget): a new controller, not a swap.
 	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variant-pdb cargo build --target wasm32-wasip2 --profile plugin -p memcached --features pdb
 	cp $(CARGO_TARGET_DIR)/variant-pdb/wasm32-wasip2/plugin/memcached.wasm $(TEST_PLUGINS_DIR)/memcached-pdb.wasm
+	# The release of the versioned test plugin that stores v2 (a storage-version migration).
+	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variant-versioned cargo build --target wasm32-wasip2 --profile plugin -p versioned --features storage-v2
+	cp $(CARGO_TARGET_DIR)/variant-versioned/wasm32-wasip2/plugin/versioned.wasm $(TEST_PLUGINS_DIR)/versioned-storage-v2.wasm
 	# The hostile plugin's declarations that spell a kind to reach another resource.
 	for lie in $(HOSTILE_LIES); do \
 		CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/variant-hostile cargo build --target wasm32-wasip2 --profile plugin -p hostile --features $$lie && \

@@ -11,7 +11,8 @@
 //! - `events` in the core group and in `events.k8s.io`: `create`, `patch`;
 //! - with `--install-crds`, `customresourcedefinitions`: `get`, `list`, `watch`, `create` on
 //!   all, and `patch`, `update` only on the plugins' own CRDs (`resourceNames`: each
-//!   `<plural>.<group>`), in a rule of their own. `create` cannot be narrowed to names: RBAC
+//!   `<plural>.<group>`, and their `/status`, where the host leaves only the storage version in
+//!   `storedVersions` once it migrated the stored objects), in a rule of their own. `create` cannot be narrowed to names: RBAC
 //!   authorizes a create before the object exists, so it cannot know its name ("You cannot
 //!   restrict `create` or `deletecollection` requests by their resource name", see
 //!   <https://kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-resources>).
@@ -341,7 +342,9 @@ pub fn cluster_role(plugins: &[Declaration], policy: &Policy, options: &Options)
                 .or_default()
                 .push(PolicyRule {
                     api_groups: Some(vec![CRD_GROUP.into()]),
-                    resources: Some(vec![CRD_RESOURCE.into()]),
+                    // The status: the host leaves only the storage version in storedVersions
+                    // once it has migrated the stored objects.
+                    resources: Some(vec![CRD_RESOURCE.into(), format!("{CRD_RESOURCE}/status")]),
                     resource_names: Some(names.into_iter().collect()),
                     verbs: OWN_CRD_VERBS.iter().map(ToString::to_string).collect(),
                     ..PolicyRule::default()
@@ -566,7 +569,10 @@ mod tests {
                     ]),
                     ..rule(
                         "apiextensions.k8s.io",
-                        &["customresourcedefinitions"],
+                        &[
+                            "customresourcedefinitions",
+                            "customresourcedefinitions/status"
+                        ],
                         OWN_CRD_VERBS
                     )
                 },
@@ -737,7 +743,11 @@ mod tests {
         // Its CRD is the one the host may patch; no Secret anywhere in the ClusterRole.
         assert!(rules.contains(&PolicyRule {
             resource_names: Some(vec!["operatorplugins.operator-host.dev".into()]),
-            ..rule(CRD_GROUP, &[CRD_RESOURCE], OWN_CRD_VERBS)
+            ..rule(
+                CRD_GROUP,
+                &[CRD_RESOURCE, "customresourcedefinitions/status"],
+                OWN_CRD_VERBS
+            )
         }));
         assert!(
             rules

@@ -22,7 +22,9 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -101,6 +103,39 @@ pub enum Error {
         /// The plugin the CRD is annotated for; `None` when it has no annotation.
         installed_for: Option<String>,
     },
+    #[error(
+        "plugin {plugin}'s CRD {crd} no longer has the version(s) {} that objects are still \
+         stored in (status.storedVersions: {}): a release keeps serving a version until the \
+         host has migrated the stored objects to the new storage version and dropped it from \
+         storedVersions",
+        dropped.join(", "),
+        stored.join(", ")
+    )]
+    DropsStoredVersion {
+        plugin: String,
+        crd: String,
+        dropped: Vec<String>,
+        stored: Vec<String>,
+    },
+    #[error(
+        "plugin {plugin} reconciles {reconciled} of CRD {crd}, which stores {storage}: without \
+         the host's conversion webhook (run --webhook-addr) the API server cannot convert \
+         between them"
+    )]
+    NeedsConversionWebhook {
+        plugin: String,
+        crd: String,
+        reconciled: String,
+        storage: String,
+    },
+    #[error("cannot migrate the stored objects of CRD {crd}: {step}: {source}")]
+    Migrate {
+        crd: String,
+        /// What failed, and to which storage version.
+        step: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl Error {
@@ -113,6 +148,9 @@ impl Error {
             Error::Create { source: kube::Error::Api(status), .. }
                 | Error::Update { source: kube::Error::Api(status), .. }
                 if status.code == 422
+        ) || matches!(
+            self,
+            Error::DropsStoredVersion { .. } | Error::NeedsConversionWebhook { .. }
         )
     }
 }
@@ -162,8 +200,25 @@ pub async fn crd_exists(client: &Client, plugin: &Plugin) -> Result<bool, Error>
 /// and waits until it is Established; refuses any other CRD of that name (see the module
 /// documentation).
 pub async fn install_crd(client: &Client, plugin: &Plugin) -> Result<(), Error> {
+    install_crd_converting(client, plugin, None).await
+}
+
+/// [`install_crd`] with the CRD's conversion webhook set to `conversion` (a plugin that
+/// converts between several versions, with the host's webhooks on), so that no object of
+/// another version is read unconverted while the webhook is registered. A new CRD that no
+/// longer serves a version objects are stored in is refused.
+pub async fn install_crd_converting(
+    client: &Client,
+    plugin: &Plugin,
+    conversion: Option<CustomResourceConversion>,
+) -> Result<(), Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let desired = desired_crd(plugin);
+    let mut desired = desired_crd(plugin);
+    if conversion.is_some() {
+        desired.spec.conversion = conversion;
+    } else {
+        serve_unconverted(&mut desired, plugin)?;
+    }
     let crd = desired.metadata.name.clone().unwrap_or_default();
     let plugin_name = plugin.decl.name.as_str();
     let mut attempt = 0;
@@ -204,6 +259,20 @@ pub async fn install_crd(client: &Client, plugin: &Plugin) -> Result<(), Error> 
                 });
             }
         }
+        let stored = stored_versions(&existing);
+        let dropped: Vec<String> = stored
+            .iter()
+            .filter(|version| !desired.spec.versions.iter().any(|v| &&v.name == version))
+            .cloned()
+            .collect();
+        if !dropped.is_empty() {
+            return Err(Error::DropsStoredVersion {
+                plugin: plugin_name.to_string(),
+                crd,
+                dropped,
+                stored,
+            });
+        }
         // A restart finds its CRDs as it left them: no write, no wait.
         if crd_holds(&existing, &desired)
             && conditions::is_crd_established().matches_object(Some(&existing))
@@ -239,6 +308,131 @@ pub async fn install_crd(client: &Client, plugin: &Plugin) -> Result<(), Error> 
     wait_established(crds, plugin_name, &crd).await?;
     tracing::info!(plugin = %plugin_name, %crd, action, "CRD installed and established");
     Ok(())
+}
+
+/// Without a conversion webhook the API server only relabels an object of one version as
+/// another: a CRD of several versions is installed serving the version the plugin reconciles
+/// alone, which must then be the one stored.
+fn serve_unconverted(desired: &mut CustomResourceDefinition, plugin: &Plugin) -> Result<(), Error> {
+    if desired.spec.versions.iter().filter(|v| v.served).count() < 2 {
+        return Ok(());
+    }
+    let reconciled = plugin.decl.parent.version.clone();
+    let storage = storage_version(desired).unwrap_or_default().to_string();
+    if storage != reconciled {
+        return Err(Error::NeedsConversionWebhook {
+            plugin: plugin.decl.name.clone(),
+            crd: desired.metadata.name.clone().unwrap_or_default(),
+            reconciled,
+            storage,
+        });
+    }
+    let others: Vec<String> = desired
+        .spec
+        .versions
+        .iter_mut()
+        .filter(|v| v.name != reconciled && v.served)
+        .map(|v| {
+            v.served = false;
+            v.name.clone()
+        })
+        .collect();
+    tracing::warn!(plugin = %plugin.decl.name, version = %reconciled, not_served = ?others, "the CRD is installed serving one version: converting between its versions needs the host's webhooks (run --webhook-addr)");
+    Ok(())
+}
+
+fn stored_versions(crd: &CustomResourceDefinition) -> Vec<String> {
+    crd.status
+        .as_ref()
+        .and_then(|status| status.stored_versions.clone())
+        .unwrap_or_default()
+}
+
+/// The version a CRD stores its objects in.
+fn storage_version(crd: &CustomResourceDefinition) -> Option<&str> {
+    crd.spec
+        .versions
+        .iter()
+        .find(|v| v.storage)
+        .map(|v| v.name.as_str())
+}
+
+/// Brings every stored object of `plugin`'s CRD to its storage version, then leaves only that
+/// version in `status.storedVersions` (what kube-storage-version-migrator does, without it):
+/// each object is written back as read, which the API server stores in the storage version.
+/// An object changed meanwhile (409) was stored anew by that change, one gone (404) needs
+/// nothing. Writes are paced by `writes_per_second`. Nothing to do when only the storage
+/// version is stored; interrupted, the next start does it again from the beginning (a write
+/// of an object already migrated changes nothing). Returns the number of objects written.
+pub async fn migrate_stored_versions(
+    client: &Client,
+    plugin: &Plugin,
+    writes_per_second: u32,
+) -> Result<usize, Error> {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = desired_crd(plugin).metadata.name.unwrap_or_default();
+    let migrate_error = |step: &str, storage: &str| {
+        let (crd, step) = (name.clone(), format!("{step} (storage version {storage})"));
+        move |source| Error::Migrate { crd, step, source }
+    };
+    let crd = crds
+        .get(&name)
+        .await
+        .map_err(migrate_error("read the CRD", "?"))?;
+    let Some(storage) = storage_version(&crd).map(str::to_string) else {
+        return Ok(0);
+    };
+    let stored = stored_versions(&crd);
+    if stored.iter().all(|version| *version == storage) {
+        return Ok(0);
+    }
+    tracing::info!(crd = %name, %storage, stored = ?stored, "migrating the stored objects to the storage version");
+    let parent = &plugin.decl.parent;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&parent.group, &storage, &parent.kind),
+        &parent.plural,
+    );
+    let objects: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let pause = Duration::from_secs(1) / writes_per_second.max(1);
+    let mut written = 0;
+    let mut page = ListParams::default().limit(500);
+    loop {
+        let list = objects
+            .list(&page)
+            .await
+            .map_err(migrate_error("list the objects", &storage))?;
+        for object in &list.items {
+            let namespaced: Api<DynamicObject> = match object.metadata.namespace.as_deref() {
+                Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+                None => Api::all_with(client.clone(), &resource),
+            };
+            let object_name = object.metadata.name.clone().unwrap_or_default();
+            match namespaced
+                .replace(&object_name, &PostParams::default(), object)
+                .await
+            {
+                Ok(_) => written += 1,
+                Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {}
+                Err(source) => {
+                    return Err(migrate_error(&format!("write {object_name}"), &storage)(
+                        source,
+                    ));
+                }
+            }
+            tokio::time::sleep(pause).await;
+        }
+        match list.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => page = page.continue_token(&token),
+            None => break,
+        }
+    }
+    let status = serde_json::json!({"status": {"storedVersions": [storage]}});
+    crds.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .map_err(migrate_error("update status.storedVersions", &storage))?;
+    tracing::info!(crd = %name, %storage, written, "stored objects migrated; storedVersions is the storage version alone");
+    Ok(written)
 }
 
 /// Whether the installed CRD already holds every field the host would apply (the API

@@ -135,7 +135,7 @@ pub async fn run_with_metrics(
         _ => None,
     };
     let webhook_plugins = crate::webhook::ServedPlugins::default();
-    let webhook_task = match &config.webhooks {
+    let (webhooks, webhook_task) = match &config.webhooks {
         Some(webhook_config) => {
             let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
                 let _ = stopped.wait_for(|stop| *stop).await;
@@ -148,19 +148,20 @@ pub async fn run_with_metrics(
             )
             .await?;
             // Only a host that installs the CRDs tells the API server about their webhooks.
-            config.install_crds.then(|| {
+            let registering = config.install_crds.then(|| {
                 tokio::spawn(crate::webhook::keep_registered(
                     replica.client.clone(),
                     webhook_config.clone(),
-                    webhooks,
+                    webhooks.clone(),
                     config.controllers.namespaces.clone(),
                     webhook_plugins.clone(),
                     leadership.clone(),
                     until_stopped(cluster_plugins_stopped.clone()),
                 ))
-            })
+            });
+            (Some(webhooks), registering)
         }
-        None => None,
+        None => (None, None),
     };
     let mut gained = leadership.gained();
     let canary_failed = config.controllers.canary_failed.clone();
@@ -172,6 +173,7 @@ pub async fn run_with_metrics(
         crds_left_to_leader: Default::default(),
         cluster: cluster.clone(),
         webhook_plugins,
+        webhooks,
     };
     tokio::pin!(shutdown);
     let mut retry = LoadRetry::default();

@@ -9,7 +9,7 @@ use kube::Client;
 use tracing::Instrument;
 
 use super::config::RunConfig;
-use super::crd::install_crd;
+use super::crd::install_crd_converting;
 use super::watches::{PluginController, UNAVAILABLE_FILE};
 use super::{RunError, canary, crd, discovery, handover, rollout_gate};
 use crate::metrics::Metrics;
@@ -78,6 +78,9 @@ pub(super) struct Supervisor {
     pub(super) cluster: Option<crate::registry::ClusterPlugins>,
     /// The version of each plugin the webhooks call: the one its controller serves.
     pub(super) webhook_plugins: crate::webhook::ServedPlugins,
+    /// This replica's webhooks, if it serves them: a CRD of several versions is installed
+    /// with them as its conversion webhook.
+    pub(super) webhooks: Option<crate::webhook::Webhooks>,
 }
 
 impl Supervisor {
@@ -306,7 +309,7 @@ impl Supervisor {
 
     /// Installs the plugin's CRD (with `--install-crds`); a standby does not write, and
     /// starts the plugin once the CRD exists (the leader's, until this host leads).
-    pub(super) async fn install_crd(&mut self, plugin: &Plugin) -> Result<(), RunError> {
+    pub(super) async fn install_crd(&mut self, plugin: &Arc<Plugin>) -> Result<(), RunError> {
         let step = self.crd_step(plugin).await?;
         self.record_crd_step(&plugin.path, step);
         Ok(())
@@ -314,12 +317,20 @@ impl Supervisor {
 
     /// The CRD step of [`Supervisor::install_crd`], without its bookkeeping (so that the
     /// steps of several plugins can run at once).
-    pub(super) async fn crd_step(&self, plugin: &Plugin) -> Result<CrdStep, RunError> {
+    pub(super) async fn crd_step(&self, plugin: &Arc<Plugin>) -> Result<CrdStep, RunError> {
         if !self.config.install_crds {
             return Ok(CrdStep::NotInstalling);
         }
         if self.config.controllers.leadership.may_write() {
-            install_crd(&self.client, plugin).await?;
+            let conversion = self.webhooks.as_ref().and_then(|webhooks| {
+                crate::webhook::crd_conversion(
+                    &webhooks.endpoint,
+                    &webhooks.ca_bundle,
+                    &plugin.decl,
+                )
+            });
+            install_crd_converting(&self.client, plugin, conversion).await?;
+            self.migrate_stored_versions(plugin);
             return Ok(CrdStep::Installed);
         }
         if !crd::crd_exists(&self.client, plugin).await? {
@@ -329,6 +340,25 @@ impl Supervisor {
             });
         }
         Ok(CrdStep::LeftToLeader)
+    }
+
+    /// Moves the objects of `plugin`'s CRD still stored in an older version to the storage
+    /// version, in the background at the plugin's write rate (see
+    /// [`crd::migrate_stored_versions`]); a failure is logged and the next install of the CRD
+    /// (a restart, a new version) tries again.
+    fn migrate_stored_versions(&self, plugin: &Arc<Plugin>) {
+        if plugin.decl.crd.spec.versions.len() < 2 {
+            return;
+        }
+        let (client, plugin) = (self.client.clone(), plugin.clone());
+        let writes_per_second = plugin.policy.rules(&plugin.decl.name).writes_per_second;
+        tokio::spawn(async move {
+            if let Err(error) =
+                crd::migrate_stored_versions(&client, &plugin, writes_per_second).await
+            {
+                tracing::error!(plugin = %plugin.decl.name, %error, "stored objects not migrated; tried again at the next install of the CRD");
+            }
+        });
     }
 
     pub(super) fn record_crd_step(&mut self, path: &std::path::Path, step: CrdStep) {

@@ -26,7 +26,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use kube::Client;
 
-pub use registration::{OWNER_LABEL, Registration};
+pub use registration::{OWNER_LABEL, Registration, crd_conversion};
 pub use review::{Hook, ReviewError, admit, convert};
 
 use crate::leader::Leadership;

@@ -9,7 +9,11 @@ use k8s_openapi::api::admissionregistration::v1::{
     MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
     ServiceReference, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition,
+    ServiceReference as ApiextensionsServiceReference,
+    WebhookClientConfig as ApiextensionsClientConfig, WebhookConversion,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
 use kube::{Client, ResourceExt};
@@ -45,28 +49,7 @@ impl Registration<'_> {
     }
 
     fn client_config(&self, path: &str) -> WebhookClientConfig {
-        let ca_bundle = Some(ByteString(self.ca_bundle.as_bytes().to_vec()));
-        match self.endpoint {
-            Endpoint::Url(base) => WebhookClientConfig {
-                url: Some(format!("{}{path}", base.trim_end_matches('/'))),
-                service: None,
-                ca_bundle,
-            },
-            Endpoint::Service {
-                namespace,
-                name,
-                port,
-            } => WebhookClientConfig {
-                url: None,
-                service: Some(ServiceReference {
-                    namespace: namespace.clone(),
-                    name: name.clone(),
-                    path: Some(path.to_string()),
-                    port: Some(i32::from(*port)),
-                }),
-                ca_bundle,
-            },
-        }
+        client_config(self.endpoint, self.ca_bundle, path)
     }
 
     fn metadata(&self, plugin: &str) -> ObjectMeta {
@@ -160,26 +143,77 @@ impl Registration<'_> {
     }
 
     /// The CRD's `spec.conversion` for `decl`, if it converts between several versions.
-    pub fn conversion(&self, decl: &Declaration) -> Option<serde_json::Value> {
-        let served = decl.crd.spec.versions.iter().filter(|v| v.served).count();
-        if !decl.implements.convert || served < 2 {
-            return None;
-        }
-        Some(json!({
-            "strategy": "Webhook",
-            "webhook": {
-                "clientConfig": self.client_config(&format!("/convert/{}", decl.name)),
-                "conversionReviewVersions": ["v1"],
-            },
-        }))
+    pub fn conversion(&self, decl: &Declaration) -> Option<CustomResourceConversion> {
+        crd_conversion(self.endpoint, self.ca_bundle, decl)
     }
 }
 
-/// The requests of `decl`'s parent kind, of any version, with these operations.
+/// The CRD's `spec.conversion` of `decl` with the webhooks at `endpoint` (their CA
+/// `ca_bundle`), if it converts between several versions: also what the CRD is installed with.
+pub fn crd_conversion(
+    endpoint: &Endpoint,
+    ca_bundle: &str,
+    decl: &Declaration,
+) -> Option<CustomResourceConversion> {
+    let served = decl.crd.spec.versions.iter().filter(|v| v.served).count();
+    if !decl.implements.convert || served < 2 {
+        return None;
+    }
+    let client_config = client_config(endpoint, ca_bundle, &format!("/convert/{}", decl.name));
+    Some(CustomResourceConversion {
+        strategy: "Webhook".to_string(),
+        webhook: Some(WebhookConversion {
+            client_config: Some(ApiextensionsClientConfig {
+                url: client_config.url,
+                service: client_config
+                    .service
+                    .map(|service| ApiextensionsServiceReference {
+                        namespace: service.namespace,
+                        name: service.name,
+                        path: service.path,
+                        port: service.port,
+                    }),
+                ca_bundle: client_config.ca_bundle,
+            }),
+            conversion_review_versions: vec!["v1".to_string()],
+        }),
+    })
+}
+
+/// How the API server calls the webhook at `path` of `endpoint`, trusting `ca_bundle`.
+fn client_config(endpoint: &Endpoint, ca_bundle: &str, path: &str) -> WebhookClientConfig {
+    let ca_bundle = Some(ByteString(ca_bundle.as_bytes().to_vec()));
+    match endpoint {
+        Endpoint::Url(base) => WebhookClientConfig {
+            url: Some(format!("{}{path}", base.trim_end_matches('/'))),
+            service: None,
+            ca_bundle,
+        },
+        Endpoint::Service {
+            namespace,
+            name,
+            port,
+        } => WebhookClientConfig {
+            url: None,
+            service: Some(ServiceReference {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                path: Some(path.to_string()),
+                port: Some(i32::from(*port)),
+            }),
+            ca_bundle,
+        },
+    }
+}
+
+/// The requests of `decl`'s parent kind with these operations, in the version it reconciles:
+/// with `matchPolicy: Equivalent` the API server converts a request of any other version to it
+/// (through the plugin's `convert`) before the plugin sees it, so `validate` and `default`
+/// decode one version, as `reconcile` does.
 fn rule(decl: &Declaration, operations: &[&str]) -> RuleWithOperations {
     RuleWithOperations {
         api_groups: Some(vec![decl.parent.group.clone()]),
-        api_versions: Some(vec!["*".to_string()]),
+        api_versions: Some(vec![decl.parent.version.clone()]),
         resources: Some(vec![decl.parent.plural.clone()]),
         operations: Some(operations.iter().map(ToString::to_string).collect()),
         scope: Some(

@@ -12,6 +12,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use operator_host_sdk::{
     ChildOptions, Condition, Desired, Error, Kind, Observed, Reconciler, Related, Validation,
@@ -23,6 +24,7 @@ pub mod children;
 pub mod members;
 pub mod spec;
 pub mod status;
+pub mod v1beta1;
 
 use children::{TLS_HASH_ANNOTATION, VERSION_ANNOTATION, membership_name, membership_of};
 use members::{
@@ -59,6 +61,16 @@ impl Reconciler for EtcdOperator {
     }
 
     const VALIDATE: bool = true;
+    const CONVERT: bool = true;
+
+    /// Both versions, `v1alpha1` reconciled, stored as [`v1beta1::STORAGE_VERSION`] says.
+    fn crd() -> CustomResourceDefinition {
+        v1beta1::crd()
+    }
+
+    fn convert(object: serde_json::Value, to_version: &str) -> Result<serde_json::Value, Error> {
+        v1beta1::convert(object, to_version)
+    }
 
     /// Refuses at `kubectl apply` what `reconcile` would report as an invalid spec, and the
     /// updates etcd cannot carry out: a new volume size (a StatefulSet's volume claims are

@@ -946,3 +946,36 @@ fn admission_refuses_a_new_volume_size_and_a_version_etcd_cannot_roll_to() {
         ["spec.replicas: Invalid value: must be between 1 and 7, got 9"]
     );
 }
+
+#[test]
+fn conversion_between_the_versions_round_trips_and_keeps_what_it_does_not_know() {
+    let alpha = json!({"apiVersion": "etcd.operator-host.dev/v1alpha1", "kind": "EtcdCluster",
+        "metadata": {"name": "a", "uid": "u"},
+        "spec": {"replicas": 3, "storage": "2Gi", "future": true},
+        "status": {"phase": "Running"}});
+    let beta = crate::v1beta1::convert(alpha.clone(), "v1beta1").unwrap();
+    assert_eq!(beta["apiVersion"], "etcd.operator-host.dev/v1beta1");
+    assert_eq!(beta["spec"]["storage"], json!({"size": "2Gi"}));
+    assert_eq!(beta["spec"]["future"], true);
+    assert_eq!(beta["status"], alpha["status"]);
+    assert_eq!(
+        crate::v1beta1::convert(beta.clone(), "v1alpha1").unwrap(),
+        alpha
+    );
+    assert_eq!(
+        crate::v1beta1::convert(beta.clone(), "v1beta1").unwrap(),
+        beta
+    );
+    // A v1beta1 object decodes as the v1beta1 type, and the CRD serves both.
+    let typed: crate::v1beta1::EtcdCluster = serde_json::from_value(beta).unwrap();
+    assert_eq!(typed.spec.storage.size, "2Gi");
+    let crd = EtcdOperator::crd();
+    let versions: Vec<(&str, bool)> = crd
+        .spec
+        .versions
+        .iter()
+        .map(|v| (v.name.as_str(), v.storage))
+        .collect();
+    assert_eq!(versions, [("v1alpha1", true), ("v1beta1", false)]);
+    assert!(crate::v1beta1::convert(alpha, "v2").is_err());
+}

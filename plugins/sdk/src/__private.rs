@@ -95,7 +95,7 @@ pub fn info<R: Reconciler>(version: &str) -> PluginInfo {
         children: R::children().into_iter().map(Into::into).collect(),
         needs_finalize: R::NEEDS_FINALIZE,
         // A CRD built from k8s-openapi types always serializes.
-        crd: serde_json::to_string(&R::Parent::crd()).unwrap_or_default(),
+        crd: serde_json::to_string(&R::crd()).unwrap_or_default(),
         related: R::related().into_iter().map(Into::into).collect(),
         implements: implements::<R>(),
     }

@@ -1,5 +1,6 @@
 //! The trait a plugin implements.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -28,6 +29,13 @@ pub trait Reconciler {
 
     /// Every kind `reconcile` may return. The host watches and prunes exactly these.
     fn children() -> Vec<Kind>;
+
+    /// The parent kind's CustomResourceDefinition: by default the one `Parent` derives. A
+    /// CRD that serves several versions (`kube::core::crd::merge_crds` of each version's) is
+    /// returned here, with `CONVERT` and [`Reconciler::convert`] between them.
+    fn crd() -> CustomResourceDefinition {
+        Self::Parent::crd()
+    }
 
     /// Other objects the plugin reads (a Secret named in the spec, ConfigMaps by label): the
     /// host watches them, passes them in [`Observed::related`], and reconciles the parents

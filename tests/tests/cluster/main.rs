@@ -2,7 +2,6 @@
 //! binary: one link instead of one per area. Each module is an area;
 //! `cargo test -p operator-host-tests --test cluster hot_reload::` runs one.
 
-mod admission;
 mod all_namespaces;
 mod apply_options;
 mod canary;
@@ -43,3 +42,4 @@ mod status_truth;
 mod traces;
 mod unobserved_state;
 mod webapp;
+mod webhooks;

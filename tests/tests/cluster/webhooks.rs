@@ -1,6 +1,8 @@
-//! Admission through the plugins (contract 0.3.0): `operator-host run --webhook-addr` with
-//! `--install-crds` registers the webhooks of the plugins that validate or default, and
-//! `kubectl apply` shows their field errors, warnings and defaults as the API server's own.
+//! The webhooks of the plugins (contract 0.3.0): `operator-host run --webhook-addr` with
+//! `--install-crds` registers the admission webhooks of the plugins that validate or default,
+//! and `kubectl apply` shows their field errors, warnings and defaults as the API server's own;
+//! a CRD of two versions reads and writes either through the plugin's conversion, and a new
+//! storage version has the stored objects migrated.
 
 use std::io::Write;
 use std::path::Path;
@@ -26,6 +28,7 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 fn plugins(plugins: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for (from, plugin) in plugins {
+        // `versioned-storage-v2` is a release of `versioned`.
         let name = plugin.split('-').next().unwrap_or(plugin);
         std::fs::copy(
             plugin_path(from, plugin),
@@ -137,10 +140,22 @@ fn memcached_yaml(ns: &str, name: &str, spec: &str) -> String {
     )
 }
 
-fn etcd_yaml(ns: &str, name: &str, spec: &str) -> String {
+/// A Gadget of the versioned test plugin, as `version` (`v1` or `v2`) writes it.
+fn gadget_yaml(ns: &str, name: &str, version: &str, spec: &str) -> String {
     format!(
-        "apiVersion: etcd.operator-host.dev/v1alpha1\nkind: EtcdCluster\nmetadata: {{name: {name}, \
-         namespace: {ns}}}\nspec: {spec}\n"
+        "apiVersion: versioned.operator-host.dev/{version}\nkind: Gadget\nmetadata: {{name: \
+         {name}, namespace: {ns}}}\nspec: {spec}\n"
+    )
+}
+
+fn gadgets(ns: &TestNamespace, version: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        ns.client(),
+        ns.name(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("versioned.operator-host.dev", version, "Gadget"),
+            "gadgets",
+        ),
     )
 }
 
@@ -200,7 +215,7 @@ async fn printed_rbac_account(
 async fn kubectl_apply_shows_the_plugins_field_errors_warnings_and_defaults() {
     let ns = TestNamespace::new("admission").await.unwrap();
     let lease = format!("admission-{}", ns.name());
-    let dir = plugins(&[("plugins", "memcached"), ("plugins", "etcd")]);
+    let dir = plugins(&[("plugins", "memcached")]);
     // Under exactly the RBAC `operator-host rbac --install-crds --webhooks` prints.
     let (account, role) = printed_rbac_account(&ns, dir.path(), &lease).await;
     let host = start_host_as(&ns, dir.path(), &lease, &[], &account.kubeconfig);
@@ -245,37 +260,6 @@ async fn kubectl_apply_shows_the_plugins_field_errors_warnings_and_defaults() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
-
-    // An update the plugin forbids: etcd's volume size is immutable, and its version moves
-    // one minor at a time.
-    let etcd = etcd_yaml(ns.name(), "store", "{replicas: 1, version: 3.5.17}");
-    let output = kubectl_stdin(&["apply"], &etcd);
-    assert!(output.status.success(), "{}", stderr(&output));
-    for (change, expected) in [
-        (
-            "{replicas: 1, version: 3.5.17, storage: 9Gi}",
-            "spec.storage: Invalid value: \"9Gi\": field is immutable",
-        ),
-        (
-            "{replicas: 1, version: 3.7.0}",
-            "spec.version: Invalid value: \"3.7.0\": 3.5.17 -> 3.7.0 skips a minor version",
-        ),
-    ] {
-        let output = kubectl_stdin(&["apply"], &etcd_yaml(ns.name(), "store", change));
-        assert!(!output.status.success(), "{change} was accepted");
-        assert!(stderr(&output).contains(expected), "{}", stderr(&output));
-    }
-    let etcds: Api<DynamicObject> = Api::namespaced_with(
-        ns.client(),
-        ns.name(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk("etcd.operator-host.dev", "v1alpha1", "EtcdCluster"),
-            "etcdclusters",
-        ),
-    );
-    let stored = etcds.get("store").await.unwrap();
-    assert_eq!(stored.data["spec"]["version"], "3.5.17");
-    assert_eq!(stored.data["spec"]["storage"], "1Gi");
 
     host.kill().await;
     remove_configurations(&lease);
@@ -394,6 +378,171 @@ async fn the_webhooks_serve_through_a_hot_swap_and_certificate_renewals() {
     );
     assert!(log.contains("plugin replaced plugin=memcached"), "{log}");
     println!("admission: {refusals} refusals through a hot swap and certificate renewals");
+    host.kill().await;
+    remove_configurations(&lease);
+    ns.cleanup().await.unwrap();
+}
+
+/// The versioned test plugin's CRD, as the API server has it.
+async fn gadget_crd(
+    client: &kube::Client,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    Api::all(client.clone())
+        .get("gadgets.versioned.operator-host.dev")
+        .await
+        .unwrap()
+}
+
+/// Deletes the versioned test plugin's CRD (and so its Gadgets), if it exists.
+async fn delete_gadget_crd(client: &kube::Client) {
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(client.clone());
+    let name = "gadgets.versioned.operator-host.dev";
+    match crds.delete(name, &Default::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(error) => panic!("deleting {name}: {error}"),
+    }
+    wait_for("the Gadget CRD gone", TIMEOUT, || async {
+        Ok(crds.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn either_version_reads_and_writes_through_conversion_and_a_new_storage_version_migrates() {
+    let ns = TestNamespace::new("conversion").await.unwrap();
+    let lease = format!("conversion-{}", ns.name());
+    let client = ns.client();
+    // A CRD an interrupted run left behind would convert through a host that is gone.
+    delete_gadget_crd(&client).await;
+    let dir = plugins(&[("test-plugins", "versioned")]);
+    let host = start_host(&ns, dir.path(), &lease, &[]);
+    wait_for("the CRD converting through the webhook", TIMEOUT, || async {
+        let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+            Api::all(client.clone()).get("gadgets.versioned.operator-host.dev").await?;
+        let strategy = crd.spec.conversion.map(|c| c.strategy);
+        let served = crd.spec.versions.iter().filter(|v| v.served).count();
+        Ok((strategy.as_deref() == Some("Webhook") && served == 2).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; host log:\n{}", host.log_tail(40)));
+
+    // Written as v1, read as v2; written as v2, read as v1.
+    for (name, version, spec) in [
+        ("one", "v1", "{replicas: 3, zone: a}"),
+        ("two", "v2", "{replicas: {count: 4}, zone: b}"),
+    ] {
+        let output = kubectl_stdin(&["apply"], &gadget_yaml(ns.name(), name, version, spec));
+        assert!(output.status.success(), "{name}: {}", stderr(&output));
+    }
+    let one = gadgets(&ns, "v2").get("one").await.unwrap();
+    assert_eq!(
+        one.data["spec"]["replicas"],
+        serde_json::json!({"count": 3})
+    );
+    let two = gadgets(&ns, "v1").get("two").await.unwrap();
+    assert_eq!(two.data["spec"]["replicas"], 4);
+    // A round trip: one, read as v2 and written back as such, reads as v1 as it was.
+    let mut as_v2 = one.clone();
+    as_v2.data["spec"]["zone"] = serde_json::json!("a");
+    gadgets(&ns, "v2")
+        .replace("one", &Default::default(), &as_v2)
+        .await
+        .unwrap();
+    let back = gadgets(&ns, "v1").get("one").await.unwrap();
+    assert_eq!(
+        back.data["spec"],
+        serde_json::json!({"replicas": 3, "zone": "a"})
+    );
+    // The plugin reconciles v1 whatever was written: both have their ConfigMap.
+    for (name, replicas) in [("one", "3"), ("two", "4")] {
+        wait_for(&format!("{name}'s ConfigMap"), TIMEOUT, || async {
+            let config = ns
+                .api::<k8s_openapi::api::core::v1::ConfigMap>()
+                .get_opt(name)
+                .await?;
+            Ok(config
+                .and_then(|c| c.data)
+                .filter(|data| data.get("replicas").map(String::as_str) == Some(replicas))
+                .map(|_| ()))
+        })
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        gadget_crd(&client).await.status.unwrap().stored_versions,
+        Some(vec!["v1".to_string()])
+    );
+
+    // An update the plugin forbids: a Gadget's zone is immutable.
+    let gadget = gadget_yaml(ns.name(), "g", "v1", "{replicas: 1, zone: a}");
+    let output = kubectl_stdin(&["apply"], &gadget);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let moved = gadget_yaml(ns.name(), "g", "v1", "{replicas: 2, zone: b}");
+    let output = kubectl_stdin(&["apply"], &moved);
+    assert!(!output.status.success(), "a new zone was accepted");
+    assert!(
+        stderr(&output).contains(
+            "The Gadget \"g\" is invalid: spec.zone: Invalid value: \"b\": field is immutable"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    let stored = gadgets(&ns, "v1").get("g").await.unwrap();
+    assert_eq!(
+        stored.data["spec"],
+        serde_json::json!({"replicas": 1, "zone": "a"})
+    );
+
+    // A release that drops v1 while objects are stored as v1 is refused, the CRD untouched.
+    let v1_plugin = Plugin::load(&runtime(), &dir.path().join("versioned.wasm")).unwrap();
+    let mut dropping = v1_plugin.clone();
+    dropping.decl.crd.spec.versions.retain(|v| v.name == "v2");
+    dropping.decl.crd.spec.versions[0].storage = true;
+    let refused = operator_host::controller::install_crd(&client, &dropping)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("no longer has the version(s) v1 that objects are still stored in"),
+        "{refused}"
+    );
+    assert_eq!(gadget_crd(&client).await.spec.versions.len(), 2);
+
+    // The release that stores v2: every stored Gadget (one, two, g) is stored again as v2,
+    // then only v2 is in storedVersions.
+    operator_host_tests::host::publish(
+        &plugin_path("test-plugins", "versioned-storage-v2"),
+        &dir.path().join("versioned.wasm"),
+    );
+    wait_for("storedVersions to be v2 alone", TIMEOUT, || async {
+        let stored = gadget_crd(&client)
+            .await
+            .status
+            .and_then(|s| s.stored_versions);
+        Ok((stored == Some(vec!["v2".to_string()])).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; host log:\n{}", host.log_tail(40)));
+    // (An object the reconciles wrote meanwhile was stored as v2 by that write: the migration
+    // skips it, so how many it wrote itself varies.)
+    wait_for("the migration's log line", TIMEOUT, || async {
+        Ok(host.log().contains("stored objects migrated").then_some(()))
+    })
+    .await
+    .unwrap();
+    // Still readable as either version.
+    assert_eq!(
+        gadgets(&ns, "v1").get("two").await.unwrap().data["spec"]["replicas"],
+        4
+    );
+
+    // The CRD goes while its webhook still converts: nothing is left that reads through a
+    // webhook that is gone (the Gadgets go with it).
+    delete_gadget_crd(&client).await;
     host.kill().await;
     remove_configurations(&lease);
     ns.cleanup().await.unwrap();
