@@ -111,7 +111,10 @@ fn install_crds_and_name_add_to_the_role() {
             resource_names: Some(vec!["memcacheds.cache.example.com".into()]),
             ..rule(
                 "apiextensions.k8s.io",
-                &["customresourcedefinitions"],
+                &[
+                    "customresourcedefinitions",
+                    "customresourcedefinitions/status",
+                ],
                 &["patch", "update"],
             )
         },
