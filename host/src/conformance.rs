@@ -179,6 +179,9 @@ pub fn check(plugin: &Plugin, sample: &Sample, policy: &Policy) -> Report {
                 refused(timed_call(&invalid)),
             );
         }
+        for (name, outcome) in admission_checks(plugin, &parent) {
+            report.record(format!("{name} {id}"), outcome);
+        }
     }
     if sample.parents.is_empty() {
         // Without samples, a bare parent still shows whether invalid specs are refused.
@@ -214,6 +217,123 @@ pub fn check(plugin: &Plugin, sample: &Sample, policy: &Policy) -> Report {
         },
     );
     report
+}
+
+/// Contract 0.3.0's functions, for what the plugin implements: the sample is admitted (its
+/// defaults applied, its validation passed), defaulting again changes nothing, the same
+/// validation twice gives the same answer, and a conversion to each other version the CRD
+/// serves and back gives the object back.
+fn admission_checks(plugin: &Plugin, parent: &Value) -> Vec<(String, Result<String, String>)> {
+    let implements = plugin.decl.implements;
+    let mut checks = Vec::new();
+    if !implements.admission() && !implements.convert {
+        return checks;
+    }
+    let admitted = render::admit(plugin, parent);
+    let admitted_object = admitted.as_ref().map(|a| a.object.clone()).ok();
+    if implements.admission() {
+        checks.push((
+            "admitted".to_string(),
+            admitted.as_ref().map_err(Clone::clone).map(|admitted| {
+                match admitted.warnings.is_empty() {
+                    true => "defaulted and validated without warnings".to_string(),
+                    false => format!("with warnings: {}", admitted.warnings.join("; ")),
+                }
+            }),
+        ));
+    }
+    if implements.default
+        && let Some(defaulted) = &admitted_object
+    {
+        let again = render::admit(plugin, defaulted).map(|a| a.object);
+        checks.push((
+            "defaulting idempotent".to_string(),
+            match again {
+                Ok(again) if &again == defaulted => {
+                    Ok("defaulting the defaulted object changes nothing".into())
+                }
+                Ok(again) => Err(format!(
+                    "defaulting the defaulted object changed it again: {}",
+                    json_patch::diff(defaulted, &again)
+                        .0
+                        .iter()
+                        .map(|op| op.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                Err(refusal) => Err(format!("the defaulted object is refused: {refusal}")),
+            },
+        ));
+    }
+    if implements.validate {
+        let object = admitted_object.clone().unwrap_or_else(|| parent.clone());
+        let request = crate::runtime::AdmissionRequest {
+            operation: crate::runtime::Operation::Create,
+            object: Some(object.to_string()),
+            old_object: None,
+            user: String::new(),
+            dry_run: true,
+        };
+        let first = plugin.compiled.validate(&request, "conformance");
+        let second = plugin.compiled.validate(&request, "conformance");
+        checks.push((
+            "validation deterministic".to_string(),
+            if first == second {
+                Ok("two validations gave the same answer".into())
+            } else {
+                Err(format!(
+                    "two validations answered differently: {first:?} then {second:?}"
+                ))
+            },
+        ));
+    }
+    if implements.convert {
+        let object = admitted_object.unwrap_or_else(|| parent.clone());
+        let own = plugin.decl.parent.version.clone();
+        for version in plugin.decl.crd.spec.versions.iter().filter(|v| v.served) {
+            checks.push((
+                format!("conversion round trip via {}", version.name),
+                round_trip(plugin, &object, &version.name, &own),
+            ));
+        }
+    }
+    checks
+}
+
+/// `object` converted to `version` and back to `own`: it must come back as it was.
+fn round_trip(plugin: &Plugin, object: &Value, version: &str, own: &str) -> Result<String, String> {
+    let convert = |object: &Value, to: &str| -> Result<Value, String> {
+        let converted = plugin
+            .compiled
+            .convert(&object.to_string(), to, "conformance")
+            .map_err(|e| format!("convert to {to} failed: {e}"))?
+            .map_err(|refusal| format!("convert to {to} refused: {refusal}"))?;
+        let converted: Value = serde_json::from_str(&converted)
+            .map_err(|e| format!("convert to {to} answered something that is not JSON: {e}"))?;
+        let expected = format!("{}/{to}", plugin.decl.parent.group);
+        if converted["apiVersion"] != expected.as_str() {
+            return Err(format!(
+                "convert to {to} answered apiVersion {}, not {expected}",
+                converted["apiVersion"]
+            ));
+        }
+        Ok(converted)
+    };
+    let there = convert(object, version)?;
+    let back = convert(&there, own)?;
+    if &back == object {
+        Ok(format!("{own} -> {version} -> {own} gives the object back"))
+    } else {
+        Err(format!(
+            "{own} -> {version} -> {own} changed the object: {}",
+            json_patch::diff(object, &back)
+                .0
+                .iter()
+                .map(|op| op.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
 }
 
 /// The outcome of a call for a parent whose spec is invalid: it must be the invalid-spec error.

@@ -11,6 +11,17 @@ use crate::plan::{self, Plan, PlanError};
 use crate::policy::Policy;
 use crate::runtime::{self, CallError, CompiledPlugin, ReconcileError, RelatedObjects, Runtime};
 
+/// The parts of a parent a plugin's `default` may change (JSON pointers).
+const DEFAULTABLE: [&str; 3] = ["/spec", "/metadata/labels", "/metadata/annotations"];
+
+/// Whether the JSON pointer `path` is `prefix` or under it.
+fn within(path: &str, prefix: &str) -> bool {
+    path == prefix
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// Why a plugin could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -63,6 +74,44 @@ impl Plugin {
 
     /// Calls the plugin for `parent` and turns its answer into a [`Plan`].
     ///
+    /// Contract 0.3.0's `default` of `object`: the defaulted object, or why it is refused (the
+    /// plugin refused it, answered something that is not an object, or changed more than the
+    /// spec, labels and annotations, which are all a default may change: identity, status and
+    /// the rest of the metadata are the API server's and the host's); `Err` when the call
+    /// failed (trapped, ran out of time or memory).
+    pub fn default_parent(
+        &self,
+        object: &Value,
+        context: &str,
+    ) -> Result<Result<Value, String>, CallError> {
+        let name = &self.decl.name;
+        let defaulted = match self.compiled.default_object(&object.to_string(), context)? {
+            Ok(defaulted) => defaulted,
+            Err(refusal) => {
+                return Ok(Err(format!(
+                    "plugin {name} refused to default it: {refusal}"
+                )));
+            }
+        };
+        let defaulted: Value = match serde_json::from_str(&defaulted) {
+            Ok(value @ Value::Object(_)) => value,
+            Ok(_) => return Ok(Err(format!("plugin {name}'s default is not a JSON object"))),
+            Err(e) => return Ok(Err(format!("plugin {name}'s default is not JSON: {e}"))),
+        };
+        let outside = json_patch::diff(object, &defaulted)
+            .0
+            .iter()
+            .map(|op| op.path().to_string())
+            .find(|path| !DEFAULTABLE.iter().any(|allowed| within(path, allowed)));
+        Ok(match outside {
+            Some(path) => Err(format!(
+                "plugin {name}'s default changes {path}, where a default may change only the \
+                 spec, labels and annotations"
+            )),
+            None => Ok(defaulted),
+        })
+    }
+
     /// `observed` are the children the host observed for this parent, `related` the objects of
     /// the plugin's related declarations (see [`crate::related`]); `now` (RFC 3339) stamps
     /// condition transitions, because plugins have no clock.
@@ -88,5 +137,18 @@ impl Plugin {
             Err(ReconcileError::Retry(message)) => return Err(PlanError::PluginRetry(message)),
         };
         plan::plan_from_response(&self.decl, parent, observed, response, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::within;
+
+    #[test]
+    fn defaults_stay_within_the_spec_labels_and_annotations() {
+        assert!(within("/spec", "/spec"));
+        assert!(within("/spec/image", "/spec"));
+        assert!(!within("/specs", "/spec"));
+        assert!(!within("/metadata/name", "/metadata/labels"));
     }
 }

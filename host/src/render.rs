@@ -2,7 +2,8 @@
 //!
 //! Rendering calls the same [`Plugin::plan`](crate::plugin::Plugin::plan) as the controller; the only
 //! difference is that a parent read from a file has no UID, so children carry no owner
-//! reference and nothing is pruned.
+//! reference and nothing is pruned. A plugin that defaults or validates (contract 0.3.0) sees
+//! each CR first as the API server would call it ([`admit`]).
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,7 @@ use serde_json::Value;
 use crate::plan::{Plan, PlanError};
 use crate::plugin::Plugin;
 use crate::policy::Policy;
-use crate::runtime::RelatedObjects;
+use crate::runtime::{AdmissionRequest, Operation, RelatedObjects};
 
 /// Why a CR could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +31,14 @@ pub enum Error {
         expected: String,
         /// `apiVersion kind name` of each document found.
         found: Vec<String>,
+    },
+    #[error("{} {parent}: {reason}", path.display())]
+    Refused {
+        path: PathBuf,
+        /// `namespace/name` of the custom resource.
+        parent: String,
+        /// What the plugin's `validate` or `default` said (contract 0.3.0).
+        reason: String,
     },
     #[error("{} {parent}: {source}", path.display())]
     Plan {
@@ -176,6 +185,19 @@ pub fn render(
             parent: identity.clone(),
             source,
         };
+        // As the API server stores it through the plugin's webhooks.
+        let admitted = admit(plugin, parent).map_err(|reason| Error::Refused {
+            path: cr_path.to_path_buf(),
+            parent: identity.clone(),
+            reason,
+        })?;
+        warnings.extend(
+            admitted
+                .warnings
+                .iter()
+                .map(|warning| format!("warning: {identity}: {warning}")),
+        );
+        let parent = &admitted.object;
         let related = sample.related_to(plugin, parent);
         let plan = plugin
             .plan(parent, &observed, related, now)
@@ -195,6 +217,48 @@ pub fn render(
         notes: sample.notes(plugin),
         warnings,
     })
+}
+
+/// A custom resource as the API server would store it, created through the plugin's webhooks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admitted {
+    pub object: Value,
+    /// What kubectl would print as `Warning: ...`.
+    pub warnings: Vec<String>,
+}
+
+/// `parent` defaulted (when the plugin defaults) and validated as a create (when it
+/// validates), as the API server calls the plugin through `run --webhook-addr`; `Err` says
+/// why it would be refused.
+pub fn admit(plugin: &Plugin, parent: &Value) -> Result<Admitted, String> {
+    let implements = plugin.decl.implements;
+    let context = format!("{}/{}", plugin.decl.name, identity(parent));
+    let mut object = parent.clone();
+    if implements.default {
+        object = plugin
+            .default_parent(&object, &context)
+            .map_err(|e| format!("the plugin's default failed: {e}"))??;
+    }
+    let mut warnings = Vec::new();
+    if implements.validate {
+        let request = AdmissionRequest {
+            operation: Operation::Create,
+            object: Some(object.to_string()),
+            old_object: None,
+            user: String::new(),
+            dry_run: true,
+        };
+        let validation = plugin
+            .compiled
+            .validate(&request, &context)
+            .map_err(|e| format!("the plugin's validate failed: {e}"))?;
+        if !validation.errors.is_empty() {
+            let errors: Vec<String> = validation.errors.iter().map(ToString::to_string).collect();
+            return Err(format!("refused at admission: {}", errors.join(", ")));
+        }
+        warnings = validation.warnings;
+    }
+    Ok(Admitted { object, warnings })
 }
 
 /// A parent's `namespace/name`, as rendering and `conformance` name it.

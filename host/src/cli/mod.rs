@@ -302,6 +302,12 @@ fn error_report(error: &anyhow::Error) -> String {
 
 /// Maps failures to exit codes in one place.
 fn exit_code(error: &anyhow::Error) -> u8 {
+    // Refused at admission (contract 0.3.0's validate or default): rejected as an invalid
+    // spec is.
+    if let Some(crate::render::Error::Refused { .. }) = error.downcast_ref::<crate::render::Error>()
+    {
+        return EXIT_REJECTED;
+    }
     if let Some(plan_error) = error
         .downcast_ref::<crate::render::Error>()
         .and_then(crate::render::Error::plan_error)

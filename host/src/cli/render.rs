@@ -34,6 +34,10 @@ pub(super) struct RenderArgs {
     /// default policy, as `run` without `--policy`).
     #[arg(long, value_name = "FILE")]
     pub(super) policy: Option<PathBuf>,
+    /// Render each CR as given, as a host without webhooks serves it, rather than defaulted
+    /// and validated by the plugin first, as the API server has `run --webhook-addr` do.
+    #[arg(long)]
+    no_admission: bool,
 }
 
 /// Prints the plan of each CR of the file, under `policy` (the file's, or the default).
@@ -45,6 +49,7 @@ pub(super) fn run(args: RenderArgs, runtime: &Arc<Runtime>, policy: &Policy) -> 
         output,
         now,
         policy: policy_file,
+        no_admission,
     } = args;
     let mut plugin = load(runtime, &plugin)?;
     // Admitted and limited by the policy as `run` serves it.
@@ -61,6 +66,9 @@ pub(super) fn run(args: RenderArgs, runtime: &Arc<Runtime>, policy: &Policy) -> 
     }
     plugin.limit_by(policy, runtime.limits());
     let now = now.unwrap_or_else(now_rfc3339);
+    if no_admission {
+        plugin.decl.implements = Default::default();
+    }
     let rendered = render::render(&plugin, policy, &cr, observed.as_deref(), &now)?;
     for line in rendered.notes.iter().chain(&rendered.warnings) {
         eprintln!("{line}");

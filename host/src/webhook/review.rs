@@ -48,11 +48,6 @@ pub enum ReviewError {
     CallTask(String),
 }
 
-/// The top-level fields the defaults of a plugin may change: the spec, labels and
-/// annotations. Identity, status and the rest of the metadata are the API server's and the
-/// host's.
-const DEFAULTABLE: [&str; 3] = ["/spec", "/metadata/labels", "/metadata/annotations"];
-
 /// Answers an AdmissionReview (`body`) with `plugin`'s `hook`.
 pub async fn admit(
     plugin: Arc<Plugin>,
@@ -213,22 +208,17 @@ async fn default(
     let Some(object) = object else {
         return Ok(response);
     };
-    let text = object.to_string();
     let context = context(plugin, request);
     let calling = plugin.clone();
+    let original = object.clone();
     let result = runtime::spawn_call(plugin.compiled.call_priority(), move || {
-        calling.compiled.default_object(&text, &context)
+        calling.default_parent(&original, &context)
     })
     .await
     .map_err(|e| ReviewError::CallTask(e.to_string()))?;
     let defaulted = match result {
         Ok(Ok(defaulted)) => defaulted,
-        Ok(Err(refusal)) => {
-            return Ok(response.deny(format!(
-                "plugin {} refused to default it: {refusal}",
-                plugin.decl.name
-            )));
-        }
+        Ok(Err(refusal)) => return Ok(response.deny(refusal)),
         Err(error) => {
             return Ok(failed(
                 plugin,
@@ -239,41 +229,12 @@ async fn default(
             ));
         }
     };
-    let defaulted: Value = match serde_json::from_str(&defaulted) {
-        Ok(value) => value,
-        Err(e) => {
-            return Ok(response.deny(format!(
-                "plugin {}'s default is not a JSON object: {e}",
-                plugin.decl.name
-            )));
-        }
-    };
     let patch = json_patch::diff(&object, &defaulted);
-    if let Some(outside) = patch
-        .0
-        .iter()
-        .map(|op| op.path().to_string())
-        .find(|path| !DEFAULTABLE.iter().any(|allowed| within(path, allowed)))
-    {
-        return Ok(response.deny(format!(
-            "plugin {}'s default changes {outside}, where a default may change only the spec, \
-             labels and annotations",
-            plugin.decl.name
-        )));
-    }
     if patch.0.is_empty() {
         return Ok(response);
     }
     // A patch of JSON values always serializes.
     Ok(response.clone().with_patch(patch).unwrap_or(response))
-}
-
-/// Whether the JSON pointer `path` is `prefix` or under it.
-fn within(path: &str, prefix: &str) -> bool {
-    path == prefix
-        || path
-            .strip_prefix(prefix)
-            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// A plugin call that failed (trapped, ran out of time or memory): refused or let through as
@@ -480,14 +441,6 @@ mod tests {
         let long = warning(&"x".repeat(300));
         assert_eq!(long.chars().count(), 256);
         assert!(long.ends_with("..."));
-    }
-
-    #[test]
-    fn defaults_stay_within_the_spec_labels_and_annotations() {
-        assert!(within("/spec", "/spec"));
-        assert!(within("/spec/image", "/spec"));
-        assert!(!within("/specs", "/spec"));
-        assert!(!within("/metadata/name", "/metadata/labels"));
     }
 
     #[test]

@@ -39,6 +39,53 @@ fn render_of_the_memcached_example_matches_the_golden_file() {
 }
 
 #[test]
+fn render_defaults_and_validates_as_the_api_server_calls_the_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let cr = yaml_file(
+        &dir,
+        "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: x}\nspec: {size: 0, image: memcached}\n",
+    );
+    let output = render(&example_plugin("memcached"), &cr);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("image: memcached:1.6.39-alpine"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        stderr(&output).contains("warning: default/x: Memcached x: spec.size is 0"),
+        "{}",
+        stderr(&output)
+    );
+    // As a host without webhooks serves it: as written.
+    let output = operator_host(&[
+        "render",
+        path_str(&example_plugin("memcached")),
+        path_str(&cr),
+        "--now",
+        NOW,
+        "--no-admission",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("image: memcached\n"),
+        "{}",
+        stdout(&output)
+    );
+    let bad = yaml_file(
+        &dir,
+        "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: x}\nspec: {size: 1, image: 'not an image'}\n",
+    );
+    assert_fails(
+        &render(&example_plugin("memcached"), &bad),
+        3,
+        &[
+            "default/x: refused at admission: spec.image: Invalid value: must be a container image reference",
+        ],
+    );
+}
+
+#[test]
 fn render_output_has_replicas_equal_to_size_and_a_service() {
     let output = operator_host(&[
         "render",
@@ -277,10 +324,14 @@ fn a_spec_of_the_wrong_type_is_rejected_with_the_field() {
         "apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: x}\nspec: {size: three}\n",
     );
     let output = render(&example_plugin("memcached"), &cr);
+    // Refused at admission, with the field, as the API server would have it refused.
     assert_fails(
         &output,
         3,
-        &["cr.yaml", "does not match its schema", "invalid type"],
+        &[
+            "cr.yaml",
+            "refused at admission: spec.size: Invalid value: invalid type: string \"three\"",
+        ],
     );
 }
 

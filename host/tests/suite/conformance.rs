@@ -59,8 +59,43 @@ fn the_memcached_plugin_conforms() {
             "answer accepted default/memcached-sample",
             "invalid spec refused default/memcached-sample (spec is a string)",
             "invalid spec refused default/memcached-sample (spec.",
+            "admitted default/memcached-sample",
+            "defaulting idempotent default/memcached-sample",
+            "validation deterministic default/memcached-sample",
             "within limits",
         ],
+    );
+}
+
+#[test]
+fn etcd_converts_both_ways_and_a_default_that_renames_fails_admission() {
+    let output = conformance(&[
+        path_str(&example_plugin("etcd")),
+        path_str(&example("etcd.yaml")),
+        "--policy",
+        path_str(&example("policy.yaml")),
+    ]);
+    assert_passes(
+        &output,
+        &[
+            "admitted default/example",
+            "validation deterministic default/example",
+            "conversion round trip via v1alpha1 default/example",
+            "conversion round trip via v1beta1 default/example",
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let output = conformance(&[
+        path_str(&test_plugin("hostile")),
+        path_str(&attack(&dir, "default-rename", "")),
+    ]);
+    let out = stdout(&output);
+    assert!(
+        out.contains(
+            "FAIL admitted default/a: plugin hostile's default changes /metadata/name, where a \
+             default may change only the spec, labels and annotations"
+        ),
+        "{out}"
     );
 }
 
