@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use operator_host_sdk::{
-    ChildOptions, Desired, Error, Kind, Observed, Reconciler, Related, WorkloadView,
+    ChildOptions, Desired, Error, Kind, Observed, Reconciler, Related, Validation, WorkloadView,
     job_condition_holds, kind_of,
 };
 
@@ -57,6 +57,17 @@ impl Reconciler for MySqlOperator {
             kind_of::<Secret>(),
             "spec.secretName",
         )]
+    }
+
+    const VALIDATE: bool = true;
+
+    /// Refuses at `kubectl apply` what `reconcile` would report as an invalid spec (the name,
+    /// the Secret's name, the instances, `mycnf`); the CRD's own rules keep the volume claim
+    /// immutable.
+    fn validate(parent: &InnoDBCluster, _old: Option<&InnoDBCluster>) -> Validation {
+        let mut validation = Validation::new();
+        validation.check(spec::validate(parent));
+        validation
     }
 
     fn reconcile(parent: &InnoDBCluster, observed: &Observed) -> Result<Desired, Error> {

@@ -1488,3 +1488,19 @@ fn the_root_secret_is_read_as_hashes_by_name_from_the_spec() {
         operator_host_sdk::SecretView::DataHash
     );
 }
+
+#[test]
+fn admission_refuses_what_reconcile_would() {
+    let cr = cluster("db", json!({"secretName": "Not A Name"}));
+    let errors: Vec<String> = MySqlOperator::validate(&cr, None)
+        .errors()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("spec.secretName: Invalid value: "),
+        "{errors:?}"
+    );
+    assert!(MySqlOperator::validate(&minimal("db"), None).is_valid());
+}
