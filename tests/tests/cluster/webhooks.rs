@@ -547,3 +547,47 @@ async fn either_version_reads_and_writes_through_conversion_and_a_new_storage_ve
     remove_configurations(&lease);
     ns.cleanup().await.unwrap();
 }
+
+#[tokio::test]
+async fn after_a_leader_change_the_new_leader_points_the_webhooks_at_itself() {
+    let ns = TestNamespace::new("webhook-failover").await.unwrap();
+    let lease = format!("failover-{}", ns.name());
+    let dir = plugins(&[("plugins", "memcached")]);
+    let elected = |identity: &'static str| {
+        [
+            "--leader-elect",
+            "--leader-elect-identity",
+            identity,
+            "--leader-elect-lease-duration",
+            "4",
+            "--leader-elect-renew-deadline",
+            "3",
+            "--leader-elect-retry-period",
+            "1",
+        ]
+    };
+    let leader = start_host(&ns, dir.path(), &lease, &elected("a"));
+    let bad = memcached_yaml(ns.name(), "bad", "{size: 1, image: 'not an image'}");
+    refused_once_registered(&leader, &bad).await;
+    // Every replica serves webhooks; the leader's configuration names its own address.
+    let standby = start_host(&ns, dir.path(), &lease, &elected("b"));
+    wait_for("the standby to serve", TIMEOUT, || async {
+        Ok(standby
+            .log()
+            .contains("serving admission and conversion webhooks")
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    leader.kill().await;
+    let killed = tokio::time::Instant::now();
+    let refusal = refused_once_registered(&standby, &bad).await;
+    assert!(refusal.contains("spec.image: Invalid value"), "{refusal}");
+    println!(
+        "webhooks: served again {:.1} s after the leader was killed (lease 4 s)",
+        killed.elapsed().as_secs_f64()
+    );
+    standby.kill().await;
+    remove_configurations(&lease);
+    ns.cleanup().await.unwrap();
+}
