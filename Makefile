@@ -269,6 +269,7 @@ bench: test-plugins
 	cargo bench -p operator-host --bench reload
 	cargo bench -p operator-host --bench languages
 	cargo bench -p operator-host --bench swap_memory
+	cargo bench -p operator-host --bench admission
 
 # The Memcached plugin in each guest language: size, compile, cache load, fresh-instance call,
 # against the Rust logic run natively (host/benches/languages.rs).

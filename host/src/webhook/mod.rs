@@ -28,6 +28,7 @@ use kube::Client;
 
 pub use registration::{OWNER_LABEL, Registration, crd_conversion};
 pub use review::{Hook, ReviewError, admit, convert};
+pub use tls::Ca;
 
 use crate::leader::Leadership;
 use crate::plugin::Plugin;
@@ -197,6 +198,18 @@ pub async fn start(
     plugins: ServedPlugins,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Webhooks, Error> {
+    let (namespace, name) = &config.ca_secret;
+    let ca = tls::load_or_create_ca(client, namespace, name).await?;
+    start_with_ca(ca, config, plugins, stop).await
+}
+
+/// [`start`] with the CA given (the benchmark's, which has no cluster).
+pub async fn start_with_ca(
+    ca: Ca,
+    config: &WebhookConfig,
+    plugins: ServedPlugins,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<Webhooks, Error> {
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|source| Error::Listen {
@@ -214,11 +227,37 @@ pub async fn start(
         }
         Endpoint::Url(format!("https://{reachable}"))
     });
-    let (namespace, name) = &config.ca_secret;
-    let ca = tls::load_or_create_ca(client, namespace, name).await?;
     let ca_bundle = ca.cert_pem.clone();
     let names = endpoint.certificate_names()?;
-    let serving = tls::ServingCert::start(ca, names, config.certificate_validity)?;
+    let app = Router::new()
+        .route("/validate/{plugin}", post(serve_validate))
+        .route("/default/{plugin}", post(serve_default))
+        .route("/convert/{plugin}", post(serve_convert))
+        .with_state(ServerState {
+            plugins,
+            failure_policy: config.failure_policy,
+        });
+    serve_https(listener, ca, names, config.certificate_validity, app, stop)?;
+    tracing::info!(addr = %local_addr, ?endpoint, "serving admission and conversion webhooks");
+    Ok(Webhooks {
+        ca_bundle,
+        local_addr,
+        endpoint,
+    })
+}
+
+/// Serves `app` over HTTPS on `listener` with a certificate for `names` from `ca` (renewed
+/// after two thirds of `validity`) until `stop` resolves: the webhooks' server, and the
+/// benchmark's native baseline on the same stack.
+pub fn serve_https(
+    listener: tokio::net::TcpListener,
+    ca: Ca,
+    names: Vec<String>,
+    validity: Duration,
+    app: Router,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let serving = tls::ServingCert::start(ca, names, validity)?;
     let mut tls_config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -228,15 +267,6 @@ pub async fn start(
     .with_cert_resolver(serving);
     tls_config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_config));
-    let app = Router::new()
-        .route("/validate/{plugin}", post(serve_validate))
-        .route("/default/{plugin}", post(serve_default))
-        .route("/convert/{plugin}", post(serve_convert))
-        .with_state(ServerState {
-            plugins,
-            failure_policy: config.failure_policy,
-        });
-    tracing::info!(addr = %local_addr, ?endpoint, "serving admission and conversion webhooks");
     tokio::spawn(async move {
         tokio::pin!(stop);
         loop {
@@ -264,11 +294,7 @@ pub async fn start(
             });
         }
     });
-    Ok(Webhooks {
-        ca_bundle,
-        local_addr,
-        endpoint,
-    })
+    Ok(())
 }
 
 async fn serve_validate(state: State<ServerState>, plugin: Path<String>, body: Bytes) -> Response {
