@@ -93,7 +93,7 @@ impl Reconciler for Versioned {
     fn reconcile(parent: &v1::Gadget, _observed: &Observed) -> Result<Desired, Error> {
         Self::validate(parent, None).into_result()?;
         let config = ConfigMap {
-            metadata: child_meta(&parent.name_any(), BTreeMap::new()),
+            metadata: child_meta(parent.name_any(), BTreeMap::new()),
             data: Some(BTreeMap::from([
                 ("replicas".to_string(), parent.spec.replicas.to_string()),
                 ("zone".to_string(), parent.spec.zone.clone()),
