@@ -78,13 +78,7 @@ impl Declaration {
         let crd: CustomResourceDefinition = serde_json::from_value(crd)
             .map_err(|e| invalid("CRD", format!("not a CustomResourceDefinition: {e}")))?;
         check_crd(&crd, &parent).map_err(|p| invalid("CRD", p))?;
-        let served: Vec<&str> = crd
-            .spec
-            .versions
-            .iter()
-            .filter(|v| v.served)
-            .map(|v| v.name.as_str())
-            .collect();
+        let served = served_versions(&crd);
         if served.len() > 1 && !info.implements.convert {
             return Err(invalid(
                 "CRD",
@@ -134,6 +128,23 @@ impl Declaration {
             related,
             implements: info.implements,
         })
+    }
+}
+
+/// The versions `crd` serves, in its order.
+pub fn served_versions(crd: &CustomResourceDefinition) -> Vec<&str> {
+    crd.spec
+        .versions
+        .iter()
+        .filter(|v| v.served)
+        .map(|v| v.name.as_str())
+        .collect()
+}
+
+impl Declaration {
+    /// The versions of the parent's CRD that are served.
+    pub fn served_versions(&self) -> Vec<&str> {
+        served_versions(&self.crd)
     }
 }
 

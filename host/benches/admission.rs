@@ -155,7 +155,8 @@ fn main() {
             certificate_validity: Duration::from_secs(3600),
             owner: "bench".into(),
         };
-        let hooks = webhook::start_with_ca(ca.clone(), &config, served, std::future::pending())
+        let metrics = Arc::new(operator_host::metrics::Metrics::new());
+        let hooks = webhook::start_with_ca(ca.clone(), &config, served, metrics, std::future::pending())
             .await
             .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

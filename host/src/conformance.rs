@@ -290,10 +290,10 @@ fn admission_checks(plugin: &Plugin, parent: &Value) -> Vec<(String, Result<Stri
     if implements.convert {
         let object = admitted_object.unwrap_or_else(|| parent.clone());
         let own = plugin.decl.parent.version.clone();
-        for version in plugin.decl.crd.spec.versions.iter().filter(|v| v.served) {
+        for version in plugin.decl.served_versions() {
             checks.push((
-                format!("conversion round trip via {}", version.name),
-                round_trip(plugin, &object, &version.name, &own),
+                format!("conversion round trip via {version}"),
+                round_trip(plugin, &object, version, &own),
             ));
         }
     }

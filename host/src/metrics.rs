@@ -52,6 +52,16 @@ pub struct ContentLabels {
     pub sha256: String,
 }
 
+/// A webhook request: the plugin, which webhook (`validate`, `default`, `convert`) and how it
+/// was answered (`allowed`, `refused`, `failed`: the call failed and the failure policy
+/// decided, `bad-request`, `not-served`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    pub plugin: String,
+    pub webhook: String,
+    pub outcome: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub plugin: String,
@@ -124,6 +134,9 @@ pub struct Metrics {
     pub plugin_call_memory: Family<PluginLabels, Histogram>,
     /// The instances the plugin's calls may hold at once: its share of the instance pool.
     pub plugin_instance_slots: Family<PluginLabels, Gauge>,
+    /// Admission and conversion requests the webhooks answered (contract 0.3.0); their plugin
+    /// calls count in the plugin call metrics above, with the reconciles'.
+    pub webhook_requests: Family<WebhookLabels, Counter>,
     /// Children applied (server-side apply calls) by plugin and kind.
     pub applies: Family<KindLabels, Counter>,
     /// Children not applied, by plugin and kind: the plugin wanted what it was last applied,
@@ -204,6 +217,7 @@ impl Metrics {
             Histogram::new(exponential_buckets(f64::from(1 << 18), 2.0, 15))
         });
         let plugin_instance_slots = Family::<PluginLabels, Gauge>::default();
+        let webhook_requests = Family::<WebhookLabels, Counter>::default();
         let applies = Family::<KindLabels, Counter>::default();
         let applies_skipped = Family::<KindLabels, Counter>::default();
         let prunes = Family::<KindLabels, Counter>::default();
@@ -282,6 +296,11 @@ impl Metrics {
             "Instances a plugin's calls may hold at once: its share of the instance pool",
             plugin_instance_slots.clone(),
         );
+        registry.register(
+            "webhook_requests",
+            "Admission and conversion requests the plugins' webhooks answered",
+            webhook_requests.clone(),
+        );
         registry.register("applies", "Children applied", applies.clone());
         registry.register(
             "applies_skipped",
@@ -349,6 +368,7 @@ impl Metrics {
             plugin_cpu,
             plugin_call_memory,
             plugin_instance_slots,
+            webhook_requests,
             applies,
             applies_skipped,
             prunes,

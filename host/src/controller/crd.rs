@@ -314,7 +314,7 @@ pub async fn install_crd_converting(
 /// another: a CRD of several versions is installed serving the version the plugin reconciles
 /// alone, which must then be the one stored.
 fn serve_unconverted(desired: &mut CustomResourceDefinition, plugin: &Plugin) -> Result<(), Error> {
-    if desired.spec.versions.iter().filter(|v| v.served).count() < 2 {
+    if crate::declaration::served_versions(desired).len() < 2 {
         return Ok(());
     }
     let reconciled = plugin.decl.parent.version.clone();

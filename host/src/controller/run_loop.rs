@@ -144,6 +144,7 @@ pub async fn run_with_metrics(
                 &replica.client,
                 webhook_config,
                 webhook_plugins.clone(),
+                metrics.clone(),
                 until_stopped(cluster_plugins_stopped.clone()),
             )
             .await?;

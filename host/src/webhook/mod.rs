@@ -31,6 +31,7 @@ pub use review::{Hook, ReviewError, admit, convert};
 pub use tls::Ca;
 
 use crate::leader::Leadership;
+use crate::metrics::{Metrics, WebhookLabels};
 use crate::plugin::Plugin;
 
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +178,7 @@ impl ServedPlugins {
 struct ServerState {
     plugins: ServedPlugins,
     failure_policy: FailurePolicy,
+    metrics: Arc<Metrics>,
 }
 
 /// The webhooks of this replica, listening once [`start`] returns.
@@ -196,11 +198,12 @@ pub async fn start(
     client: &Client,
     config: &WebhookConfig,
     plugins: ServedPlugins,
+    metrics: Arc<Metrics>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Webhooks, Error> {
     let (namespace, name) = &config.ca_secret;
     let ca = tls::load_or_create_ca(client, namespace, name).await?;
-    start_with_ca(ca, config, plugins, stop).await
+    start_with_ca(ca, config, plugins, metrics, stop).await
 }
 
 /// [`start`] with the CA given (the benchmark's, which has no cluster).
@@ -208,6 +211,7 @@ pub async fn start_with_ca(
     ca: Ca,
     config: &WebhookConfig,
     plugins: ServedPlugins,
+    metrics: Arc<Metrics>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Webhooks, Error> {
     let listener = tokio::net::TcpListener::bind(config.addr)
@@ -236,6 +240,7 @@ pub async fn start_with_ca(
         .with_state(ServerState {
             plugins,
             failure_policy: config.failure_policy,
+            metrics,
         });
     serve_https(listener, ca, names, config.certificate_validity, app, stop)?;
     tracing::info!(addr = %local_addr, ?endpoint, "serving admission and conversion webhooks");
@@ -312,12 +317,46 @@ async fn admission(
     body: Bytes,
 ) -> Response {
     let Some(plugin) = state.plugins.get(&name) else {
+        count(&state, &name, hook.as_str(), "not-served");
         return not_served(&name);
     };
-    match admit(plugin, hook, &body, state.failure_policy).await {
-        Ok(review) => json(&review),
-        Err(error) => bad_review(&name, hook.as_str(), &error),
+    match admit(plugin, hook, &body, state.failure_policy, &state.metrics).await {
+        Ok(review) => {
+            let outcome = match review.response.as_ref() {
+                Some(response)
+                    if response.allowed
+                        && response
+                            .warnings
+                            .iter()
+                            .flatten()
+                            .any(|w| w.starts_with("let through")) =>
+                {
+                    "failed"
+                }
+                Some(response) if response.allowed => "allowed",
+                Some(response) if response.result.code == 500 => "failed",
+                _ => "refused",
+            };
+            count(&state, &name, hook.as_str(), outcome);
+            json(&review)
+        }
+        Err(error) => {
+            count(&state, &name, hook.as_str(), "bad-request");
+            bad_review(&name, hook.as_str(), &error)
+        }
     }
+}
+
+fn count(state: &ServerState, plugin: &str, webhook: &str, outcome: &str) {
+    state
+        .metrics
+        .webhook_requests
+        .get_or_create(&WebhookLabels {
+            plugin: plugin.to_string(),
+            webhook: webhook.to_string(),
+            outcome: outcome.to_string(),
+        })
+        .inc();
 }
 
 async fn serve_convert(
@@ -326,11 +365,26 @@ async fn serve_convert(
     body: Bytes,
 ) -> Response {
     let Some(plugin) = state.plugins.get(&name) else {
+        count(&state, &name, "convert", "not-served");
         return not_served(&name);
     };
-    match convert(plugin, &body).await {
-        Ok(review) => json(&review),
-        Err(error) => bad_review(&name, "convert", &error),
+    match convert(plugin, &body, &state.metrics).await {
+        Ok(review) => {
+            let converted = review.response.as_ref().is_some_and(|response| {
+                response.result.status == Some(kube::core::response::StatusSummary::Success)
+            });
+            count(
+                &state,
+                &name,
+                "convert",
+                if converted { "allowed" } else { "refused" },
+            );
+            json(&review)
+        }
+        Err(error) => {
+            count(&state, &name, "convert", "bad-request");
+            bad_review(&name, "convert", &error)
+        }
     }
 }
 

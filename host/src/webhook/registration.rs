@@ -155,8 +155,7 @@ pub fn crd_conversion(
     ca_bundle: &str,
     decl: &Declaration,
 ) -> Option<CustomResourceConversion> {
-    let served = decl.crd.spec.versions.iter().filter(|v| v.served).count();
-    if !decl.implements.convert || served < 2 {
+    if !decl.implements.convert || decl.served_versions().len() < 2 {
         return None;
     }
     let client_config = client_config(endpoint, ca_bundle, &format!("/convert/{}", decl.name));
@@ -249,31 +248,14 @@ pub async fn sync(
 ) -> Result<(), Error> {
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let apply = PatchParams::apply(FIELD_MANAGER).force();
     let mut wanted_validating = HashSet::new();
     let mut wanted_mutating = HashSet::new();
     for decl in served {
         if let Some(configuration) = registration.validating(decl) {
-            let name = configuration.name_any();
-            validating
-                .patch(&name, &apply, &Patch::Apply(&configuration))
-                .await
-                .map_err(|source| Error::Register {
-                    what: format!("ValidatingWebhookConfiguration {name}"),
-                    source,
-                })?;
-            wanted_validating.insert(name);
+            wanted_validating.insert(apply(&validating, &configuration).await?);
         }
         if let Some(configuration) = registration.mutating(decl) {
-            let name = configuration.name_any();
-            mutating
-                .patch(&name, &apply, &Patch::Apply(&configuration))
-                .await
-                .map_err(|source| Error::Register {
-                    what: format!("MutatingWebhookConfiguration {name}"),
-                    source,
-                })?;
-            wanted_mutating.insert(name);
+            wanted_mutating.insert(apply(&mutating, &configuration).await?);
         }
         if let Some(conversion) = registration.conversion(decl) {
             let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -284,60 +266,79 @@ pub async fn sync(
                 "metadata": {"name": name},
                 "spec": {"conversion": conversion},
             });
-            crds.patch(&name, &apply, &Patch::Apply(&patch))
-                .await
-                .map_err(|source| Error::Register {
-                    what: format!("the conversion webhook of CustomResourceDefinition {name}"),
-                    source,
-                })?;
+            crds.patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(|source| Error::Register {
+                what: format!("the conversion webhook of CustomResourceDefinition {name}"),
+                source,
+            })?;
         }
     }
-    let mine = ListParams::default().labels(&format!("{OWNER_LABEL}={}", registration.owner));
-    let listed = |what: &str, source| Error::Register {
-        what: format!("the {what}s of {}", registration.owner),
-        source,
-    };
-    for stale in validating
-        .list_metadata(&mine)
-        .await
-        .map_err(|e| listed("ValidatingWebhookConfiguration", e))?
-        .items
-        .into_iter()
-        .filter(|c| !wanted_validating.contains(&c.name_any()))
-    {
-        delete(&validating, &stale.name_any()).await?;
-    }
-    for stale in mutating
-        .list_metadata(&mine)
-        .await
-        .map_err(|e| listed("MutatingWebhookConfiguration", e))?
-        .items
-        .into_iter()
-        .filter(|c| !wanted_mutating.contains(&c.name_any()))
-    {
-        delete(&mutating, &stale.name_any()).await?;
-    }
+    let owner = registration.owner;
+    delete_stale(&validating, owner, &wanted_validating).await?;
+    delete_stale(&mutating, owner, &wanted_mutating).await?;
     Ok(())
 }
 
-async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), Error>
+/// Server-side applies `configuration`; returns its name.
+async fn apply<K>(api: &Api<K>, configuration: &K) -> Result<String, Error>
 where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => {
-            tracing::info!(
-                configuration = name,
-                "removed the webhooks of a plugin no longer served"
-            );
-            Ok(())
-        }
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(Error::Register {
-            what: format!("the stale webhook configuration {name}"),
+    let name = configuration.name_any();
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(configuration),
+    )
+    .await
+    .map_err(|source| Error::Register {
+        what: format!("{} {name}", K::kind(&())),
+        source,
+    })?;
+    Ok(name)
+}
+
+/// Deletes the configurations of `owner` not in `wanted` (of plugins no longer served, or no
+/// longer validating or defaulting).
+async fn delete_stale<K>(api: &Api<K>, owner: &str, wanted: &HashSet<String>) -> Result<(), Error>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mine = ListParams::default().labels(&format!("{OWNER_LABEL}={owner}"));
+    let listed = api
+        .list_metadata(&mine)
+        .await
+        .map_err(|source| Error::Register {
+            what: format!("the {}s of {owner}", K::kind(&())),
             source,
-        }),
+        })?;
+    for stale in listed.items.iter().map(ResourceExt::name_any) {
+        if wanted.contains(&stale) {
+            continue;
+        }
+        match api.delete(&stale, &DeleteParams::default()).await {
+            Ok(_) => {
+                tracing::info!(configuration = %stale, "removed the webhooks of a plugin no longer served");
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(Error::Register {
+                    what: format!("the stale {} {stale}", K::kind(&())),
+                    source,
+                });
+            }
+        }
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use kube::core::{DynamicObject, Status};
 use serde_json::Value;
 
 use super::FailurePolicy;
+use crate::metrics::{Metrics, PluginLabels};
 use crate::plugin::Plugin;
 use crate::runtime::{self, CallError, FieldError, Validation};
 
@@ -54,6 +55,7 @@ pub async fn admit(
     hook: Hook,
     body: &[u8],
     failure_policy: FailurePolicy,
+    metrics: &Metrics,
 ) -> Result<AdmissionReview<DynamicObject>, ReviewError> {
     let review: AdmissionReview<DynamicObject> =
         serde_json::from_slice(body).map_err(|e| ReviewError::NotAdmissionReview(e.to_string()))?;
@@ -73,8 +75,8 @@ pub async fn admit(
     }
     let response = AdmissionResponse::from(&request);
     let response = match hook {
-        Hook::Validate => validate(&plugin, &request, response, failure_policy).await?,
-        Hook::Default => default(&plugin, &request, response, failure_policy).await?,
+        Hook::Validate => validate(&plugin, &request, response, failure_policy, metrics).await?,
+        Hook::Default => default(&plugin, &request, response, failure_policy, metrics).await?,
     };
     Ok(response.into_review())
 }
@@ -110,6 +112,7 @@ async fn validate(
     request: &AdmissionRequest<DynamicObject>,
     response: AdmissionResponse,
     failure_policy: FailurePolicy,
+    metrics: &Metrics,
 ) -> Result<AdmissionResponse, ReviewError> {
     let object = json(request.object.as_ref());
     let old = json(request.old_object.as_ref());
@@ -128,12 +131,10 @@ async fn validate(
         dry_run: request.dry_run,
     };
     let context = context(plugin, request);
-    let calling = plugin.clone();
-    let result = runtime::spawn_call(plugin.compiled.call_priority(), move || {
-        calling.compiled.validate(&call, &context)
+    let result = on_call_thread(plugin, metrics, move |plugin| {
+        plugin.compiled.validate(&call, &context)
     })
-    .await
-    .map_err(|e| ReviewError::CallTask(e.to_string()))?;
+    .await?;
     Ok(match result {
         Ok(validation) => answer_validation(plugin, request, response, validation),
         Err(error) => failed(plugin, Hook::Validate, response, &error, failure_policy),
@@ -192,12 +193,13 @@ fn invalid_message(kind: &str, name: &str, errors: &[FieldError]) -> String {
     format!("{kind} {name:?} is invalid: {errors}")
 }
 
-/// `default`: the plugin's changes as a JSON patch, within [`DEFAULTABLE`].
+/// `default`: the plugin's changes as a JSON patch (see [`Plugin::default_parent`]).
 async fn default(
     plugin: &Arc<Plugin>,
     request: &AdmissionRequest<DynamicObject>,
     response: AdmissionResponse,
     failure_policy: FailurePolicy,
+    metrics: &Metrics,
 ) -> Result<AdmissionResponse, ReviewError> {
     let object = json(request.object.as_ref());
     let old = json(request.old_object.as_ref());
@@ -209,13 +211,11 @@ async fn default(
         return Ok(response);
     };
     let context = context(plugin, request);
-    let calling = plugin.clone();
     let original = object.clone();
-    let result = runtime::spawn_call(plugin.compiled.call_priority(), move || {
-        calling.default_parent(&original, &context)
+    let result = on_call_thread(plugin, metrics, move |plugin| {
+        plugin.default_parent(&original, &context)
     })
-    .await
-    .map_err(|e| ReviewError::CallTask(e.to_string()))?;
+    .await?;
     let defaulted = match result {
         Ok(Ok(defaulted)) => defaulted,
         Ok(Err(refusal)) => return Ok(response.deny(refusal)),
@@ -283,6 +283,41 @@ fn warning(text: &str) -> String {
     }
 }
 
+/// Runs `call` on one of the threads sandboxed calls run on, as a reconcile's do, and counts
+/// its duration, CPU time and memory in the plugin's call metrics.
+async fn on_call_thread<R: Send + 'static>(
+    plugin: &Arc<Plugin>,
+    metrics: &Metrics,
+    call: impl FnOnce(&Plugin) -> R + Send + 'static,
+) -> Result<R, ReviewError> {
+    let calling = plugin.clone();
+    let started = std::time::Instant::now();
+    let (result, usage) = runtime::spawn_call(plugin.compiled.call_priority(), move || {
+        let result = call(&calling);
+        (result, runtime::take_last_call_usage())
+    })
+    .await
+    .map_err(|e| ReviewError::CallTask(e.to_string()))?;
+    let labels = PluginLabels {
+        plugin: plugin.decl.name.clone(),
+    };
+    metrics
+        .plugin_call_duration
+        .get_or_create(&labels)
+        .observe(started.elapsed().as_secs_f64());
+    if let Some(usage) = usage {
+        metrics
+            .plugin_cpu
+            .get_or_create(&labels)
+            .inc_by(usage.cpu.as_secs_f64());
+        metrics
+            .plugin_call_memory
+            .get_or_create(&labels)
+            .observe(usage.memory_bytes as f64);
+    }
+    Ok(result)
+}
+
 /// Names the object in the plugin's log lines.
 fn context(plugin: &Plugin, request: &AdmissionRequest<DynamicObject>) -> String {
     let namespace = request.namespace.as_deref().unwrap_or_default();
@@ -291,7 +326,11 @@ fn context(plugin: &Plugin, request: &AdmissionRequest<DynamicObject>) -> String
 
 /// Answers a ConversionReview (`body`) with `plugin`'s `convert`, object by object; one
 /// failure fails the whole review (the API server's rule).
-pub async fn convert(plugin: Arc<Plugin>, body: &[u8]) -> Result<ConversionReview, ReviewError> {
+pub async fn convert(
+    plugin: Arc<Plugin>,
+    body: &[u8],
+    metrics: &Metrics,
+) -> Result<ConversionReview, ReviewError> {
     let review: ConversionReview = serde_json::from_slice(body)
         .map_err(|e| ReviewError::NotConversionReview(e.to_string()))?;
     let request = ConversionRequest::from_review(review)
@@ -299,12 +338,10 @@ pub async fn convert(plugin: Arc<Plugin>, body: &[u8]) -> Result<ConversionRevie
     let desired = request.desired_api_version.clone();
     let objects = request.objects.clone();
     let response = ConversionResponse::for_request(request);
-    let calling = plugin.clone();
-    let converted = runtime::spawn_call(plugin.compiled.call_priority(), move || {
-        convert_all(&calling, &objects, &desired)
+    let converted = on_call_thread(&plugin, metrics, move |plugin| {
+        convert_all(plugin, &objects, &desired)
     })
-    .await
-    .map_err(|e| ReviewError::CallTask(e.to_string()))?;
+    .await?;
     Ok(match converted {
         Ok(objects) => response.success(objects),
         Err(message) => response.failure(Status::failure(&message, "ConversionFailed")),
@@ -324,15 +361,7 @@ fn convert_all(plugin: &Plugin, objects: &[Value], desired: &str) -> Result<Vec<
             ));
         }
     };
-    let served: Vec<&str> = plugin
-        .decl
-        .crd
-        .spec
-        .versions
-        .iter()
-        .filter(|v| v.served)
-        .map(|v| v.name.as_str())
-        .collect();
+    let served = plugin.decl.served_versions();
     if !served.contains(&version) {
         return Err(format!(
             "cannot convert to {desired}: the CRD of plugin {} serves {}",

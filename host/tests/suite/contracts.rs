@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use operator_host::metrics::Metrics;
 use operator_host::plugin::Plugin;
 use operator_host::runtime::{AdmissionRequest, CallError, Contract, Operation, UpdateStrategy};
 use operator_host::webhook::{self, FailurePolicy, Hook, ReviewError};
@@ -75,9 +76,15 @@ fn memcached(spec: Value) -> Value {
 }
 
 async fn answer(plugin: &Arc<Plugin>, hook: Hook, body: &[u8]) -> Value {
-    let review = webhook::admit(plugin.clone(), hook, body, FailurePolicy::Fail)
-        .await
-        .unwrap();
+    let review = webhook::admit(
+        plugin.clone(),
+        hook,
+        body,
+        FailurePolicy::Fail,
+        &Metrics::new(),
+    )
+    .await
+    .unwrap();
     serde_json::to_value(review).unwrap()["response"].clone()
 }
 
@@ -98,6 +105,23 @@ async fn validate_refuses_with_the_api_servers_invalid_status_and_its_causes() {
         "{status}"
     );
     assert_eq!(status["details"]["causes"][0]["field"], "spec.image");
+    // A webhook's call counts in the plugin's call metrics, as a reconcile's does.
+    let metrics = Metrics::new();
+    let bad = memcached(json!({"size": 1, "image": "not an image", "containerPort": 11211}));
+    webhook::admit(
+        plugin.clone(),
+        Hook::Validate,
+        &review("CREATE", bad, None),
+        FailurePolicy::Fail,
+        &metrics,
+    )
+    .await
+    .unwrap();
+    let encoded = metrics.encode();
+    assert!(
+        encoded.contains("operator_host_plugin_cpu_seconds_total{plugin=\"memcached\"}"),
+        "{encoded}"
+    );
     assert_eq!(
         status["details"]["causes"][0]["reason"],
         "FieldValueInvalid"
@@ -143,11 +167,13 @@ async fn default_answers_a_json_patch_of_the_spec() {
 #[tokio::test]
 async fn a_malformed_review_or_one_of_another_kind_is_refused_with_what_was_expected() {
     let plugin = load(&example_plugin("memcached"));
+    let metrics = Metrics::new();
     let error = webhook::admit(
         plugin.clone(),
         Hook::Validate,
         b"{not json",
         FailurePolicy::Fail,
+        &metrics,
     )
     .await
     .unwrap_err();
@@ -171,6 +197,7 @@ async fn a_malformed_review_or_one_of_another_kind_is_refused_with_what_was_expe
         Hook::Validate,
         &serde_json::to_vec(&other).unwrap(),
         FailurePolicy::Fail,
+        &metrics,
     )
     .await
     .unwrap_err();
@@ -186,7 +213,7 @@ async fn a_malformed_review_or_one_of_another_kind_is_refused_with_what_was_expe
         "request": {"uid": "c1", "desiredAPIVersion": "cache.example.com/v9",
                     "objects": [memcached(json!({"size": 1}))]},
     });
-    let answered = webhook::convert(plugin, &serde_json::to_vec(&conversion).unwrap())
+    let answered = webhook::convert(plugin, &serde_json::to_vec(&conversion).unwrap(), &metrics)
         .await
         .unwrap();
     let response = serde_json::to_value(answered).unwrap()["response"].clone();

@@ -183,7 +183,8 @@ fn a_name_longer_than_40_characters_exits_with_the_rejected_code() {
     let output = render_json(&cr_file(&dir, &document), None);
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     assert!(
-        stderr(&output).contains("metadata.name: must be at most 40 characters"),
+        // Refused at admission, as the API server would refuse it through the plugin.
+        stderr(&output).contains("metadata.name: Invalid value: must be at most 40 characters"),
         "{}",
         stderr(&output)
     );

@@ -88,23 +88,23 @@ pub struct TlsSpec {
 /// The keys a TLS Secret must hold.
 pub const TLS_KEYS: [&str; 3] = ["ca.crt", "tls.crt", "tls.key"];
 
-fn default_replicas() -> i32 {
+pub(crate) fn default_replicas() -> i32 {
     3
 }
 
-fn default_version() -> String {
+pub(crate) fn default_version() -> String {
     DEFAULT_VERSION.to_string()
 }
 
-fn default_repository() -> String {
+pub(crate) fn default_repository() -> String {
     DEFAULT_REPOSITORY.to_string()
 }
 
-fn default_membership_repository() -> String {
+pub(crate) fn default_membership_repository() -> String {
     DEFAULT_MEMBERSHIP_REPOSITORY.to_string()
 }
 
-fn default_storage() -> String {
+pub(crate) fn default_storage() -> String {
     DEFAULT_STORAGE.to_string()
 }
 

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::spec::{DEFAULT_MEMBERSHIP_REPOSITORY, DEFAULT_REPOSITORY, DEFAULT_VERSION, TlsSpec};
+use crate::spec::TlsSpec;
 use crate::status::EtcdClusterStatus;
 
 /// The version the API server stores: `v1alpha1`, or `v1beta1` in the build that moves the
@@ -45,19 +45,19 @@ pub const STORAGE_VERSION: &str = if cfg!(feature = "storage-v1beta1") {
 #[serde(rename_all = "camelCase")]
 pub struct EtcdClusterSpec {
     /// Number of members.
-    #[serde(default = "default_replicas")]
+    #[serde(default = "crate::spec::default_replicas")]
     #[schemars(range(min = 1, max = 7))]
     pub replicas: i32,
     /// etcd version, e.g. `3.5.17`.
-    #[serde(default = "default_version")]
+    #[serde(default = "crate::spec::default_version")]
     #[schemars(pattern(r"^\d+\.\d+\.\d+$"))]
     pub version: String,
     /// Image repository of the members; the tag is `v<version>`.
-    #[serde(default = "default_repository")]
+    #[serde(default = "crate::spec::default_repository")]
     #[schemars(length(min = 1, max = 255))]
     pub repository: String,
     /// Image repository of the membership Jobs; the tag is `<version>`.
-    #[serde(default = "default_membership_repository")]
+    #[serde(default = "crate::spec::default_membership_repository")]
     #[schemars(length(min = 1, max = 255))]
     pub membership_repository: String,
     /// Each member's data volume. Immutable.
@@ -86,24 +86,8 @@ impl Default for Storage {
     }
 }
 
-fn default_replicas() -> i32 {
-    3
-}
-
-fn default_version() -> String {
-    DEFAULT_VERSION.to_string()
-}
-
-fn default_repository() -> String {
-    DEFAULT_REPOSITORY.to_string()
-}
-
-fn default_membership_repository() -> String {
-    DEFAULT_MEMBERSHIP_REPOSITORY.to_string()
-}
-
 fn default_size() -> String {
-    crate::spec::DEFAULT_STORAGE.to_string()
+    crate::spec::default_storage()
 }
 
 /// The CRD of both versions, storing [`STORAGE_VERSION`].
