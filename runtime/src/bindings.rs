@@ -211,6 +211,28 @@ macro_rules! related_and_children_conversions {
     };
 }
 
+/// `plugin-info` of 0.2.0 and later (related resources declared), with what the plugin
+/// implements given by `$implements` from the generated `info`.
+macro_rules! plugin_info_conversion {
+    ($implements:expr) => {
+        impl From<wit::PluginInfo> for plain::PluginInfo {
+            fn from(info: wit::PluginInfo) -> Self {
+                let implements = ($implements)(&info);
+                plain::PluginInfo {
+                    name: info.name,
+                    version: info.version,
+                    parent: info.parent.into(),
+                    children: info.children.into_iter().map(Into::into).collect(),
+                    needs_finalize: info.needs_finalize,
+                    crd: info.crd,
+                    related: info.related.into_iter().map(Into::into).collect(),
+                    implements,
+                }
+            }
+        }
+    };
+}
+
 /// 0.2.0's generated types and the contract's plain ones, one into the other.
 mod from_v0_2 {
     use super::v0_2::types as wit;
@@ -219,20 +241,7 @@ mod from_v0_2 {
     same_shape_conversions!();
     related_and_children_conversions!();
 
-    impl From<wit::PluginInfo> for plain::PluginInfo {
-        fn from(info: wit::PluginInfo) -> Self {
-            plain::PluginInfo {
-                name: info.name,
-                version: info.version,
-                parent: info.parent.into(),
-                children: info.children.into_iter().map(Into::into).collect(),
-                needs_finalize: info.needs_finalize,
-                crd: info.crd,
-                related: info.related.into_iter().map(Into::into).collect(),
-                implements: plain::Capabilities::default(),
-            }
-        }
-    }
+    plugin_info_conversion!(|_: &wit::PluginInfo| plain::Capabilities::default());
 }
 
 pub use from_v0_2::request as request_v0_2;
@@ -245,25 +254,12 @@ mod from_v0_3 {
     same_shape_conversions!();
     related_and_children_conversions!();
 
-    impl From<wit::PluginInfo> for plain::PluginInfo {
-        fn from(info: wit::PluginInfo) -> Self {
-            plain::PluginInfo {
-                name: info.name,
-                version: info.version,
-                parent: info.parent.into(),
-                children: info.children.into_iter().map(Into::into).collect(),
-                needs_finalize: info.needs_finalize,
-                crd: info.crd,
-                related: info.related.into_iter().map(Into::into).collect(),
-                implements: plain::Capabilities {
-                    validate: info.implements.contains(wit::Capabilities::VALIDATE),
-                    validate_delete: info.implements.contains(wit::Capabilities::VALIDATE_DELETE),
-                    default: info.implements.contains(wit::Capabilities::DEFAULT),
-                    convert: info.implements.contains(wit::Capabilities::CONVERT),
-                },
-            }
-        }
-    }
+    plugin_info_conversion!(|info: &wit::PluginInfo| plain::Capabilities {
+        validate: info.implements.contains(wit::Capabilities::VALIDATE),
+        validate_delete: info.implements.contains(wit::Capabilities::VALIDATE_DELETE),
+        default: info.implements.contains(wit::Capabilities::DEFAULT),
+        convert: info.implements.contains(wit::Capabilities::CONVERT),
+    });
 
     /// An admission request as 0.3.0 has it.
     pub fn admission_request(request: &plain::AdmissionRequest) -> wit::AdmissionRequest {

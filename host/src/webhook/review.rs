@@ -74,9 +74,31 @@ pub async fn admit(
         });
     }
     let response = AdmissionResponse::from(&request);
+    // Done once for both hooks: an update that leaves the spec alone is not the plugin's.
+    let object = json(request.object.as_ref());
+    let old = json(request.old_object.as_ref());
+    if request.operation == Operation::Update && leaves_spec_alone(&object, &old) {
+        return Ok(response.into_review());
+    }
     let response = match hook {
-        Hook::Validate => validate(&plugin, &request, response, failure_policy, metrics).await?,
-        Hook::Default => default(&plugin, &request, response, failure_policy, metrics).await?,
+        Hook::Validate => {
+            let objects = (object, old);
+            validate(
+                &plugin,
+                &request,
+                objects,
+                response,
+                failure_policy,
+                metrics,
+            )
+            .await?
+        }
+        Hook::Default => match object {
+            Some(object) if matches!(request.operation, Operation::Create | Operation::Update) => {
+                default(&plugin, &request, object, response, failure_policy, metrics).await?
+            }
+            _ => response,
+        },
     };
     Ok(response.into_review())
 }
@@ -106,19 +128,18 @@ fn leaves_spec_alone(object: &Option<Value>, old: &Option<Value>) -> bool {
     }
 }
 
-/// `validate`: refused with the plugin's field errors as the API server's own `Invalid`.
+/// `validate` of `(object, old)`: refused with the plugin's field errors as the API server's
+/// own `Invalid`.
 async fn validate(
     plugin: &Arc<Plugin>,
     request: &AdmissionRequest<DynamicObject>,
+    (object, old): (Option<Value>, Option<Value>),
     response: AdmissionResponse,
     failure_policy: FailurePolicy,
     metrics: &Metrics,
 ) -> Result<AdmissionResponse, ReviewError> {
-    let object = json(request.object.as_ref());
-    let old = json(request.old_object.as_ref());
     let operation = match request.operation {
         Operation::Create => runtime::Operation::Create,
-        Operation::Update if leaves_spec_alone(&object, &old) => return Ok(response),
         Operation::Update => runtime::Operation::Update,
         Operation::Delete if plugin.decl.implements.validate_delete => runtime::Operation::Delete,
         Operation::Delete | Operation::Connect => return Ok(response),
@@ -193,23 +214,16 @@ fn invalid_message(kind: &str, name: &str, errors: &[FieldError]) -> String {
     format!("{kind} {name:?} is invalid: {errors}")
 }
 
-/// `default`: the plugin's changes as a JSON patch (see [`Plugin::default_parent`]).
+/// `default` of `object`: the plugin's changes as a JSON patch (see
+/// [`Plugin::default_parent`]).
 async fn default(
     plugin: &Arc<Plugin>,
     request: &AdmissionRequest<DynamicObject>,
+    object: Value,
     response: AdmissionResponse,
     failure_policy: FailurePolicy,
     metrics: &Metrics,
 ) -> Result<AdmissionResponse, ReviewError> {
-    let object = json(request.object.as_ref());
-    let old = json(request.old_object.as_ref());
-    let object = match request.operation {
-        Operation::Create | Operation::Update if !leaves_spec_alone(&object, &old) => object,
-        _ => None,
-    };
-    let Some(object) = object else {
-        return Ok(response);
-    };
     let context = context(plugin, request);
     let original = object.clone();
     let result = on_call_thread(plugin, metrics, move |plugin| {
