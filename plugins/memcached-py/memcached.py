@@ -71,6 +71,38 @@ operator = oh.Operator(
 )
 
 
+@operator.validate
+def admission_check(
+    parent: oh.Parent[MemcachedSpec, MemcachedStatus],
+    old: Optional[oh.Parent[MemcachedSpec, MemcachedStatus]],
+) -> oh.Validation:
+    """Refuses at `kubectl apply` what `reconcile` would report as an invalid spec."""
+    validation = oh.Validation()
+    validation.check(validate, parent.spec)
+    if parent.spec.size == 0:
+        validation.warn(f"Memcached {parent.name_any}: spec.size is 0, so no Memcached pod runs")
+    return validation
+
+
+@operator.default
+def pin_image(parent: oh.Parent[MemcachedSpec, MemcachedStatus]) -> None:
+    """An image given without a tag or digest gets the tag this plugin is tested with, so a
+    cache never runs whatever `latest` is that day."""
+    pinned = pinned_image(parent.spec.image)
+    if pinned is not None:
+        parent.spec.image = pinned
+
+
+def pinned_image(image: str) -> Optional[str]:
+    """`image` with `DEFAULT_IMAGE`'s tag when it names the `memcached` repository without a
+    tag or digest (`memcached`, `mirror.example.com/library/memcached`); None otherwise."""
+    last = image.rsplit("/", 1)[-1]
+    _, _, tag = DEFAULT_IMAGE.partition(":")
+    if last == "memcached" and "@" not in image:
+        return f"{image}:{tag}"
+    return None
+
+
 @operator.reconcile
 def reconcile(parent: oh.Parent[MemcachedSpec, MemcachedStatus], observed: oh.Observed) -> oh.Desired:
     spec = validate(parent.spec)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 #: The contract's WIT, vendored with the SDK (the same file as the host's `wit/`).
 WIT = Path(__file__).parent / "wit"
-WORLD = "operator-host:reconciler/reconciler@0.1.0"
+WORLD = "operator-host:reconciler/reconciler@0.3.0"
 SDK_PATH = Path(__file__).parent.parent
 
 # componentize-py imports the app by module name: this one exports the operator.

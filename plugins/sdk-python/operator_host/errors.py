@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 
+from typing import Optional
+
+
 class Error(Exception):
     """Why a reconcile or finalize did not succeed."""
 
@@ -14,8 +17,14 @@ class Error(Exception):
 class InvalidSpec(Error):
     """The parent's spec is invalid; the message names the field and what was expected.
 
-    The host waits for the parent to change before calling again.
+    The host waits for the parent to change before calling again. Made by `invalid_at`, it
+    also carries the field's path and the detail apart (`Validation.check` reads them).
     """
+
+    def __init__(self, message: str, field: Optional[str] = None, detail: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.detail = detail
 
     def __str__(self) -> str:
         return f"invalid spec: {self.message}"
@@ -36,4 +45,4 @@ def invalid_field(field: str, expected: object) -> InvalidSpec:
 def invalid_at(path: str, expected: object) -> InvalidSpec:
     """An invalid-spec error for the field at `path` of the parent, from its top
     (`metadata.name`, `spec.template.image`), saying what was expected."""
-    return InvalidSpec(f"{path}: {expected}")
+    return InvalidSpec(f"{path}: {expected}", field=path, detail=str(expected))

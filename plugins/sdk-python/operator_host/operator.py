@@ -1,15 +1,18 @@
-"""An operator declared once: the parent kind (its CRD and its typed spec), the child kinds, and the handlers."""
+"""An operator declared once: the parent kind (its CRD and its typed spec), the child and related kinds, and the handlers."""
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
 from . import log
+from .admission import FieldError, FieldErrorType, Validation, merge_apply, merge_diff, _UNCHANGED
 from .children import Desired, Observed
-from .errors import InvalidSpec, Retry
+from .errors import Error, InvalidSpec, Retry
 from .kinds import Kind
+from .options import Related
 from .schema import decode, schema_of, to_json
 
 SpecT = TypeVar("SpecT")
@@ -127,6 +130,12 @@ class Parent(Generic[SpecT, StatusT]):
         return self.metadata.get("name", "")
 
     @property
+    def name_any(self) -> str:
+        """The name, or the `generateName` prefix while there is none yet (a create at
+        admission), as kube's `ResourceExt::name_any`."""
+        return self.metadata.get("name") or self.metadata.get("generateName") or ""
+
+    @property
     def namespace(self) -> Optional[str]:
         return self.metadata.get("namespace")
 
@@ -142,10 +151,29 @@ class Parent(Generic[SpecT, StatusT]):
     def annotations(self) -> dict:
         return self.metadata.get("annotations") or {}
 
+    def to_json(self) -> dict:
+        """The parent as JSON data: the object as received, with the spec and the status as
+        the typed ones say now (what `default` compares before and after)."""
+        encoded = copy.deepcopy(self.raw)
+        encoded["spec"] = to_json(self.spec)
+        if self.status is not None:
+            encoded["status"] = to_json(self.status)
+        return encoded
+
 
 Reconcile = Callable[[Parent, Observed], Desired]
 #: `True` when clean-up is done; `False` or a number of milliseconds to be called again.
 Finalize = Callable[[Parent, Observed], Union[bool, int]]
+#: `(parent, old)`: `old` is None for a create.
+Validate = Callable[[Parent, Optional[Parent]], Validation]
+ValidateDelete = Callable[[Parent], Validation]
+#: Changes the parent in place (or returns the changed one).
+Default = Callable[[Parent], Optional[Parent]]
+#: `(object, to_version) -> object`: JSON data, `apiVersion` included.
+Convert = Callable[[dict, str], dict]
+
+#: The operations of an admission request, as `run_validate` takes them.
+OPERATIONS = ("create", "update", "delete")
 
 #: How long a pending `finalize` waits by default before the next call.
 FINALIZE_RETRY_MS = 5000
@@ -154,16 +182,27 @@ FINALIZE_RETRY_MS = 5000
 @dataclass
 class Operator:
     """A plugin: its name (a DNS-1123 label, unique among a host's plugins), its version,
-    the parent kind and every kind it may return. Register the handlers with the
-    decorators `@operator.reconcile` and, for clean-up before deletion, `@operator.finalize`.
+    the parent kind, every kind it may return and the other objects it reads (`related`).
+    `crd` replaces the parent's CRD when it serves several versions (`merge_crds`).
+
+    Register the handlers with the decorators `@operator.reconcile` and, for clean-up before
+    deletion, `@operator.finalize`; at admission `@operator.validate`,
+    `@operator.validate_delete` and `@operator.default`, and `@operator.convert` between the
+    CRD's versions. Registering one is what tells the host to call it (`implements`).
     """
 
     name: str
     version: str
     parent: CustomResource
     children: list[Kind] = field(default_factory=list)
+    related: list[Related] = field(default_factory=list)
+    crd: Optional[dict] = None
     reconcile_handler: Optional[Reconcile] = None
     finalize_handler: Optional[Finalize] = None
+    validate_handler: Optional[Validate] = None
+    validate_delete_handler: Optional[ValidateDelete] = None
+    default_handler: Optional[Default] = None
+    convert_handler: Optional[Convert] = None
 
     def reconcile(self, handler: Reconcile) -> Reconcile:
         """Registers the reconcile handler: `(parent, observed) -> Desired`."""
@@ -175,17 +214,64 @@ class Operator:
         self.finalize_handler = handler
         return handler
 
+    def validate(self, handler: Validate) -> Validate:
+        """Registers the admission check of creates and updates: `(parent, old) ->
+        Validation`, `old` None for a create. A parent whose spec does not decode is refused
+        with the field that does not before the handler is called."""
+        self.validate_handler = handler
+        return handler
+
+    def validate_delete(self, handler: ValidateDelete) -> ValidateDelete:
+        """Registers the admission check of deletes: `(parent) -> Validation`."""
+        self.validate_delete_handler = handler
+        return handler
+
+    def default(self, handler: Default) -> Default:
+        """Registers the defaulting of creates and updates, called before `validate`: it
+        changes the parent (its spec, labels, annotations) in place. Only the fields it
+        changes change in the stored object; it must be idempotent."""
+        self.default_handler = handler
+        return handler
+
+    def convert(self, handler: Convert) -> Convert:
+        """Registers the conversion between the versions the CRD serves: `(object,
+        to_version) -> object`, JSON data of any served version, `apiVersion` included.
+        Converting to the object's own version must give it back unchanged."""
+        self.convert_handler = handler
+        return handler
+
+    @property
+    def implements(self) -> list[str]:
+        """Which of the contract's `validate`, `default` and `convert` the host calls (its
+        `capabilities` flags): the handlers registered."""
+        return [
+            capability
+            for capability, handler in (
+                ("validate", self.validate_handler),
+                ("validate-delete", self.validate_delete_handler),
+                ("default", self.default_handler),
+                ("convert", self.convert_handler),
+            )
+            if handler is not None
+        ]
+
     def decode_parent(self, raw: Any) -> Parent:
         """The parent JSON as a `Parent`. Its status is the plugin's own earlier output: one
         that no longer decodes (a phase renamed in a new version) is dropped with a warning,
         so the parent gets a new status instead of failing until someone edits it."""
         kind = self.parent.kind
-        if not isinstance(raw, dict):
-            raise InvalidSpec(f"the {kind} is not a JSON object")
         try:
-            spec = decode(self.parent.spec, raw.get("spec"), "spec")
+            return self._decode_parent(raw)
         except InvalidSpec as e:
             raise InvalidSpec(f"the {kind} does not match its schema: {e.message}") from None
+
+    def _decode_parent(self, raw: Any) -> Parent:
+        """`decode_parent` with the error of the field that does not decode as it is
+        (`spec.size: expected an integer, got "3"`, its field and detail apart)."""
+        kind = self.parent.kind
+        if not isinstance(raw, dict):
+            raise InvalidSpec(f"the {kind} is not a JSON object")
+        spec = decode(self.parent.spec, raw.get("spec"), "spec")
         status = None
         if self.parent.status is not None and raw.get("status") is not None:
             try:
@@ -196,32 +282,141 @@ class Operator:
                 )
         return Parent(raw, spec, status)
 
-    def run_reconcile(self, parent_json: str, observed_json: list[str]) -> Desired:
-        """`reconcile` as the host calls it: decode, call the handler, check its answer."""
+    def run_reconcile(
+        self,
+        parent_json: str,
+        observed_json: list[str],
+        related: Optional[list[tuple[str, list[str]]]] = None,
+    ) -> Desired:
+        """`reconcile` as the host calls it: decode, call the handler, check its answer.
+        `related` holds the request's related objects as (declaration name, JSON texts)."""
         if self.reconcile_handler is None:
             raise Retry(f"the operator {self.name} has no reconcile handler")
-        parent, observed = self._decode_request(parent_json, observed_json)
+        parent, observed = self._decode_request(parent_json, observed_json, related)
         desired = self.reconcile_handler(parent, observed)
         if not isinstance(desired, Desired):
             raise Retry(f"reconcile returned {type(desired).__name__}, expected a Desired")
         return desired
 
-    def run_finalize(self, parent_json: str, observed_json: list[str]) -> Optional[int]:
+    def run_finalize(
+        self,
+        parent_json: str,
+        observed_json: list[str],
+        related: Optional[list[tuple[str, list[str]]]] = None,
+    ) -> Optional[int]:
         """`finalize` as the host calls it: None when done, else milliseconds to wait."""
         if self.finalize_handler is None:
             return None
-        parent, observed = self._decode_request(parent_json, observed_json)
+        parent, observed = self._decode_request(parent_json, observed_json, related)
         outcome = self.finalize_handler(parent, observed)
         if outcome is True:
             return None
         return FINALIZE_RETRY_MS if outcome is False else int(outcome)
 
-    def _decode_request(self, parent_json: str, observed_json: list[str]) -> tuple[Parent, Observed]:
+    def _decode_request(
+        self,
+        parent_json: str,
+        observed_json: list[str],
+        related: Optional[list[tuple[str, list[str]]]],
+    ) -> tuple[Parent, Observed]:
         try:
             raw = json.loads(parent_json)
         except ValueError as e:
             raise Retry(f"the parent is not valid JSON: {e}") from None
-        return self.decode_parent(raw), Observed.from_json(observed_json)
+        observed = Observed.from_json(observed_json, related)
+        return self.decode_parent(raw), observed
+
+    def _decode_for_admission(self, text: str, validation: Validation) -> Optional[Parent]:
+        """The parent of an admission request, or None with the field error of what does
+        not decode added to `validation` (`spec.size: Invalid value: expected an integer,
+        got "x"`)."""
+        try:
+            raw = json.loads(text)
+        except ValueError as e:
+            validation.invalid("", None, f"not JSON: {e}")
+            return None
+        try:
+            return self._decode_parent(raw)
+        except InvalidSpec as e:
+            field_path = e.field if e.field is not None else ""
+            detail = e.detail if e.detail is not None else e.message
+            validation.error(FieldError(FieldErrorType.INVALID, field_path, None, detail))
+            return None
+
+    def run_validate(
+        self, operation: str, object_json: Optional[str], old_json: Optional[str]
+    ) -> Validation:
+        """`validate` as the host calls it: `operation` is `create`, `update` or `delete`;
+        `object_json` the parent as it would be stored (none for a delete), `old_json` as it
+        was (updates and deletes). Without the handler for the operation, nothing is refused
+        but a parent that does not decode (the host does not call it then)."""
+        if operation not in OPERATIONS:
+            raise ValueError(f"unknown admission operation {operation!r}: expected one of {OPERATIONS}")
+        validation = Validation()
+        if operation == "delete":
+            # An old object that no longer decodes (a schema that changed since) is no
+            # reason to keep it: only one that decodes is the handler's.
+            old = self._decode_for_admission(old_json, Validation()) if old_json else None
+            if old is not None and self.validate_delete_handler is not None:
+                validation = _checked_validation(self.validate_delete_handler(old), "validate_delete")
+            return validation
+        parent = self._decode_for_admission(object_json, validation) if object_json else None
+        # An old object that no longer decodes is no reason to refuse the new one: it is
+        # validated as a create.
+        old = self._decode_for_admission(old_json, Validation()) if old_json else None
+        if parent is not None and self.validate_handler is not None:
+            validation = _checked_validation(self.validate_handler(parent, old), "validate")
+        return validation
+
+    def run_default(self, object_json: str) -> str:
+        """`default` as the host calls it: the object with only the fields the handler
+        changed changed, so what the typed spec does not model (or models with other
+        defaults) stays as the user wrote it. An object that does not decode is returned as
+        it is, for `validate` to refuse. Raises an `Error` whose message refuses the request."""
+        try:
+            received = json.loads(object_json)
+        except ValueError as e:
+            raise InvalidSpec(f"the object is not JSON: {e}") from None
+        if self.default_handler is None:
+            return object_json
+        try:
+            parent = self._decode_parent(received)
+        except InvalidSpec:
+            return object_json
+        before = parent.to_json()
+        returned = self.default_handler(parent)
+        if isinstance(returned, Parent):
+            parent = returned
+        elif returned is not None:
+            raise TypeError(
+                f"default returned {type(returned).__name__}, expected None (the parent changed in place) or a Parent"
+            )
+        patch = merge_diff(before, parent.to_json())
+        if patch is _UNCHANGED:
+            return object_json
+        return json_text(merge_apply(received, patch))
+
+    def run_convert(self, object_json: str, to_version: str) -> str:
+        """`convert` as the host calls it: the object as `to_version`. Raises an `Error`
+        whose message refuses the read or write."""
+        try:
+            received = json.loads(object_json)
+        except ValueError as e:
+            raise InvalidSpec(f"the object is not JSON: {e}") from None
+        if self.convert_handler is None:
+            raise InvalidSpec(
+                f"this plugin does not convert between versions (asked for {to_version})"
+            )
+        converted = self.convert_handler(received, to_version)
+        if not isinstance(converted, dict):
+            raise InvalidSpec(
+                f"convert to {to_version} returned {type(converted).__name__}, expected the object as a dict"
+            )
+        return json_text(converted)
+
+    def custom_resource_definition(self) -> dict:
+        """The parent kind's CRD: `crd` when given (several versions), else the parent's."""
+        return self.crd if self.crd is not None else self.parent.crd()
 
     def info(self) -> dict:
         """What the plugin declares (the contract's `plugin-info`), as JSON data."""
@@ -231,7 +426,9 @@ class Operator:
             "parent": self.parent.as_kind,
             "children": list(self.children),
             "needs_finalize": self.finalize_handler is not None,
-            "crd": self.parent.crd(),
+            "crd": self.custom_resource_definition(),
+            "related": list(self.related),
+            "implements": self.implements,
         }
 
     def export(self) -> type:
@@ -240,6 +437,46 @@ class Operator:
         from ._guest import plugin_class
 
         return plugin_class(self)
+
+
+def _checked_validation(returned: Any, handler: str) -> Validation:
+    """What a validate handler returned, when it is a `Validation` (anything else is a bug)."""
+    if not isinstance(returned, Validation):
+        raise TypeError(f"{handler} returned {type(returned).__name__}, expected a Validation")
+    return returned
+
+
+def merge_crds(crds: list[dict], storage_version: str) -> dict:
+    """One CRD serving every version of `crds` (each the CRD of one version of the same kind,
+    `CustomResource.crd()`), stored as `storage_version`: kube's `merge_crds`, for
+    `Operator(crd=...)` with `@operator.convert`."""
+    if not crds:
+        raise ValueError("merge_crds: expected at least one CRD")
+    for crd in crds:
+        versions = crd["spec"]["versions"]
+        if len(versions) != 1:
+            raise ValueError(
+                f"merge_crds: {crd['metadata']['name']} serves {len(versions)} versions, expected one"
+            )
+    stored = [crd for crd in crds if crd["spec"]["versions"][0]["name"] == storage_version]
+    if len(stored) != 1:
+        raise ValueError(
+            f"merge_crds: expected exactly one CRD of the storage version {storage_version}, found {len(stored)}"
+        )
+    merged = copy.deepcopy(stored[0])
+    for key in ("group", "names", "scope"):
+        for crd in crds:
+            if crd["spec"][key] != merged["spec"][key]:
+                raise ValueError(
+                    f"merge_crds: the versions differ in spec.{key}: {crd['spec'][key]!r} and {merged['spec'][key]!r}"
+                )
+    merged["spec"]["versions"][0]["storage"] = True
+    for crd in crds:
+        if crd is not stored[0]:
+            version = copy.deepcopy(crd["spec"]["versions"][0])
+            version["storage"] = False
+            merged["spec"]["versions"].append(version)
+    return merged
 
 
 def json_text(value: Any) -> str:

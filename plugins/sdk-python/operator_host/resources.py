@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import NamedTuple, Optional
 
 from ._fmt import _debug_list, _debug_str, _display_f64, _invalid_type, _json_number
-from .errors import InvalidSpec
+from .errors import InvalidSpec, invalid_field
 
 # Units of a nano (10^-9): the finest precision a Kubernetes quantity keeps.
 _NANO = 1_000_000_000
@@ -189,8 +189,8 @@ def canonical_quantity(quantity: str) -> str:
 
 
 def _invalid_field(path: str, expected: str) -> InvalidSpec:
-    # Rust's `Error::invalid_field`.
-    return InvalidSpec(f"spec.{path}: {expected}")
+    # Rust's `Error::invalid_field`, with the field apart for `Validation.check`.
+    return invalid_field(path, expected)
 
 
 def _decode_requirements(

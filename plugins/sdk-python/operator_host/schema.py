@@ -18,7 +18,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from .errors import InvalidSpec
+from .errors import invalid_at
 
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 
@@ -161,46 +161,46 @@ def decode(tp: Any, value: Any, path: str) -> Any:
         return None if value is None else decode(inner, value, path)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise InvalidSpec(f"{path}: expected an object, got {_describe(value)}")
+            raise invalid_at(path, f"expected an object, got {_describe(value)}")
         kwargs = {}
         for f, ftp, _, name in _fields(tp):
             if name in value and not (value[name] is None and _has_default(f)):
                 kwargs[f.name] = decode(ftp, value[name], f"{path}.{name}")
             elif not _has_default(f) and _optional_inner(ftp) is None:
-                raise InvalidSpec(f"{path}: missing field `{name}`")
+                raise invalid_at(path, f"missing field `{name}`")
         return tp(**kwargs)
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise InvalidSpec(f"{path}: expected a boolean, got {_describe(value)}")
+        raise invalid_at(path, f"expected a boolean, got {_describe(value)}")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             low, high = _INT_RANGES.get(meta.format or "int32", _INT_RANGES["int64"])
             if low <= value <= high:
                 return value
-            raise InvalidSpec(f"{path}: expected a {meta.format or 'int32'} integer, got {value}")
-        raise InvalidSpec(f"{path}: expected an integer, got {_describe(value)}")
+            raise invalid_at(path, f"expected a {meta.format or 'int32'} integer, got {value}")
+        raise invalid_at(path, f"expected an integer, got {_describe(value)}")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
-        raise InvalidSpec(f"{path}: expected a number, got {_describe(value)}")
+        raise invalid_at(path, f"expected a number, got {_describe(value)}")
     if tp is str:
         if isinstance(value, str):
             return value
-        raise InvalidSpec(f"{path}: expected a string, got {_describe(value)}")
+        raise invalid_at(path, f"expected a string, got {_describe(value)}")
     if typing.get_origin(tp) is list:
         if not isinstance(value, list):
-            raise InvalidSpec(f"{path}: expected a list, got {_describe(value)}")
+            raise invalid_at(path, f"expected a list, got {_describe(value)}")
         (item,) = typing.get_args(tp)
         return [decode(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
     if typing.get_origin(tp) is dict:
         if not isinstance(value, dict):
-            raise InvalidSpec(f"{path}: expected an object, got {_describe(value)}")
+            raise invalid_at(path, f"expected an object, got {_describe(value)}")
         _, item = typing.get_args(tp)
         return {k: decode(item, v, f"{path}[{json.dumps(k)}]") for k, v in value.items()}
     if tp in (dict, Any):
         if tp is dict and not isinstance(value, dict):
-            raise InvalidSpec(f"{path}: expected an object, got {_describe(value)}")
+            raise invalid_at(path, f"expected an object, got {_describe(value)}")
         return value
     raise TypeError(f"cannot decode the type {tp!r}")
 

@@ -179,5 +179,5 @@ def test_ready_from_phase_makes_a_valid_reason(phase, reason):
 def test_the_vendored_wit_is_the_hosts():
     sdk = Path(__file__).parent.parent
     assert (sdk / "operator_host/wit/reconciler.wit").read_bytes() == (
-        sdk.parent.parent / "wit/0.1.0/reconciler.wit"
+        sdk.parent.parent / "wit/reconciler.wit"
     ).read_bytes()
