@@ -2,6 +2,10 @@
 //! functions (Go's `GOOS=wasip1 -buildmode=c-shared` with the Go SDK) made into a plugin
 //! component, with the contract's WIT and the preview1 adapter this host's wasmtime ships.
 //!
+//! The contract is the one the module's exports name (`operator-host:reconciler/plugin@0.3.0#reconcile`
+//! for today's Go SDK, `@0.1.0` for a module built with an older one), so that a plugin built
+//! with an old SDK release is componentized as what it is rather than refused.
+//!
 //! Go's runtime cannot be called before its `_initialize` has run, and that is when the
 //! adapter first allocates (Go starts by calling WASI). The Go SDK reserves an arena for it in
 //! its data, marked with [`ARENA_MARKER`] and its size; this module gives the adapter an
@@ -13,8 +17,24 @@ use std::path::{Path, PathBuf};
 use wit_component::{ComponentEncoder, StringEncoding};
 use wit_parser::Resolve;
 
-/// The contract, as the host serves it.
-const CONTRACT_WIT: &str = include_str!("../../wit/0.1.0/reconciler.wit");
+/// A contract a module can be componentized with: its version and its WIT.
+struct Contract {
+    version: &'static str,
+    wit: &'static str,
+}
+
+/// The contracts the Go SDK has built, newest first: 0.3.0 (today's SDK) and 0.1.0 (its
+/// releases before 0.3.0; no Go SDK built 0.2.0).
+const CONTRACTS: [Contract; 2] = [
+    Contract {
+        version: "0.3.0",
+        wit: include_str!("../../wit/reconciler.wit"),
+    },
+    Contract {
+        version: "0.1.0",
+        wit: include_str!("../../wit/0.1.0/reconciler.wit"),
+    },
+];
 /// The contract's world.
 const WORLD: &str = "reconciler";
 /// What the adapter's arena starts with, followed by its size in bytes and `;`.
@@ -41,9 +61,17 @@ pub enum Error {
         path: PathBuf,
         source: anyhow::Error,
     },
-    #[error("{}: cannot be made a component of operator-host:reconciler@0.1.0: {source:#}", path.display())]
+    #[error(
+        "{} exports no contract componentize can encode: expected the export {} (contracts {})",
+        path.display(),
+        expected_exports(),
+        supported_versions()
+    )]
+    NoContract { path: PathBuf },
+    #[error("{}: cannot be made a component of operator-host:reconciler@{version}: {source:#}", path.display())]
     Encode {
         path: PathBuf,
+        version: &'static str,
         source: anyhow::Error,
     },
 }
@@ -87,18 +115,65 @@ pub fn componentize(input: &Path) -> Result<Vec<u8>, Error> {
         }
         None => module,
     };
-    encode(&mut module).map_err(|source| Error::Encode {
+    let contract = contract_of(&module)
+        .map_err(not_core)?
+        .ok_or_else(|| Error::NoContract {
+            path: input.to_path_buf(),
+        })?;
+    encode(&mut module, contract).map_err(|source| Error::Encode {
         path: input.to_path_buf(),
+        version: contract.version,
         source,
     })
 }
 
-/// `module` with the contract's metadata, wrapped with the preview1 reactor adapter.
-fn encode(module: &mut Vec<u8>) -> anyhow::Result<Vec<u8>> {
+/// The export that says a module implements `version` of the contract.
+fn reconcile_export(version: &str) -> String {
+    format!("operator-host:reconciler/plugin@{version}#reconcile")
+}
+
+fn expected_exports() -> String {
+    CONTRACTS
+        .iter()
+        .map(|contract| format!("`{}`", reconcile_export(contract.version)))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+fn supported_versions() -> String {
+    CONTRACTS
+        .iter()
+        .map(|contract| contract.version)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The contract whose `reconcile` the module exports; `None` when it exports none of them.
+fn contract_of(module: &[u8]) -> Result<Option<&'static Contract>, String> {
+    for payload in wasmparser::Parser::new(0).parse_all(module) {
+        let wasmparser::Payload::ExportSection(exports) =
+            payload.map_err(|e| e.message().to_string())?
+        else {
+            continue;
+        };
+        let mut names = Vec::new();
+        for export in exports {
+            names.push(export.map_err(|e| e.message().to_string())?.name);
+        }
+        return Ok(CONTRACTS.iter().find(|contract| {
+            let wanted = reconcile_export(contract.version);
+            names.iter().any(|name| *name == wanted)
+        }));
+    }
+    Ok(None)
+}
+
+/// `module` with `contract`'s metadata, wrapped with the preview1 reactor adapter.
+fn encode(module: &mut Vec<u8>, contract: &Contract) -> anyhow::Result<Vec<u8>> {
     let mut resolve = Resolve::default();
-    let package = resolve.push_str("reconciler.wit", CONTRACT_WIT)?;
+    let package = resolve.push_str("reconciler.wit", contract.wit)?;
     let world = resolve.select_world(&[package], Some(WORLD))?;
-    // The core exports carry the classic names (`operator-host:reconciler/plugin@0.1.0#info`).
+    // The core exports carry the classic names (`operator-host:reconciler/plugin@0.3.0#info`).
     wit_component::embed_component_metadata(module, &resolve, world, StringEncoding::UTF8, false)?;
     ComponentEncoder::default()
         .module(module)?
@@ -272,5 +347,66 @@ mod tests {
             "{error}"
         );
         assert!(error.contains("go build -buildmode=c-shared"), "{error}");
+    }
+
+    /// A module exporting `name`, as a Go plugin's `//go:wasmexport` does.
+    fn module_exporting(name: &str) -> Vec<u8> {
+        wat::parse_str(format!(
+            r#"(module (func (export "{name}") (param i32 i32 i32 i32 i32 i32) (result i32) i32.const 0))"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_contract_is_the_one_the_modules_exports_name() {
+        let version = |name: &str| {
+            contract_of(&module_exporting(name))
+                .unwrap()
+                .map(|c| c.version)
+        };
+        assert_eq!(
+            version("operator-host:reconciler/plugin@0.3.0#reconcile"),
+            Some("0.3.0")
+        );
+        assert_eq!(
+            version("operator-host:reconciler/plugin@0.1.0#reconcile"),
+            Some("0.1.0")
+        );
+        assert_eq!(
+            version("operator-host:reconciler/plugin@0.2.0#reconcile"),
+            None
+        );
+        assert_eq!(version("reconcile"), None);
+        assert!(
+            CONTRACTS[0]
+                .wit
+                .contains("package operator-host:reconciler@0.3.0;")
+        );
+        assert!(
+            CONTRACTS[1]
+                .wit
+                .contains("package operator-host:reconciler@0.1.0;")
+        );
+    }
+
+    #[test]
+    fn a_module_of_no_known_contract_is_refused_naming_the_contracts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plugin.core.wasm");
+        std::fs::write(
+            &path,
+            module_exporting("operator-host:reconciler/plugin@0.2.0#reconcile"),
+        )
+        .unwrap();
+        let error = componentize(&path).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!(
+                "{} exports no contract componentize can encode: expected the export \
+                 `operator-host:reconciler/plugin@0.3.0#reconcile` or \
+                 `operator-host:reconciler/plugin@0.1.0#reconcile` (contracts 0.3.0, 0.1.0)",
+                path.display()
+            )
+        );
     }
 }

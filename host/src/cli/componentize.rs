@@ -27,10 +27,11 @@ pub(super) fn run(args: ComponentizeArgs, runtime: &Arc<Runtime>) -> anyhow::Res
     crate::files::write_whole(&output, &component)
         .with_context(|| format!("writing {}", output.display()))?;
     eprintln!(
-        "{}: plugin {} {} ({} bytes)",
+        "{}: plugin {} {} of {} ({} bytes)",
         output.display(),
         plugin.decl.name,
         plugin.decl.version,
+        plugin.compiled.contract().package(),
         component.len()
     );
     Ok(())
