@@ -2,6 +2,7 @@
 
 import {
   Desired,
+  Validation,
   WorkloadView,
   childMeta,
   condition,
@@ -179,6 +180,11 @@ function status(parent, observed, desired, selector) {
   };
 }
 
+/** kube's `name_any`: the name, else the generateName. */
+function nameAny(parent) {
+  return parent.metadata.name ?? parent.metadata.generateName ?? '';
+}
+
 /**
  * The desired children and status of one `Memcached`.
  * @param {any} parent the decoded parent
@@ -186,8 +192,7 @@ function status(parent, observed, desired, selector) {
  */
 export function reconcile(parent, observed) {
   const spec = validate(parent.spec);
-  // kube's `name_any`: the name, else the generateName.
-  const name = parent.metadata.name ?? parent.metadata.generateName ?? '';
+  const name = nameAny(parent);
   const labels = selectorLabels(name);
   const desired = new Desired();
   desired.child(kinds.Deployment, deployment(name, spec, labels));
@@ -197,11 +202,47 @@ export function reconcile(parent, observed) {
   return desired;
 }
 
-/** The component's export: the contract's `info`, `reconcile` and `finalize`. */
+/**
+ * Admission: refuses at `kubectl apply` what `reconcile` would report as an invalid spec, and
+ * warns of a cache with no pod.
+ * @param {any} parent the decoded parent
+ */
+export function validateParent(parent) {
+  const validation = new Validation().check(() => validate(parent.spec));
+  if (parent.spec.size === 0) {
+    validation.warn(`Memcached ${nameAny(parent)}: spec.size is 0, so no Memcached pod runs`);
+  }
+  return validation;
+}
+
+/**
+ * `image` with `DEFAULT_IMAGE`'s tag when it names the `memcached` repository without a tag or
+ * digest (`memcached`, `mirror.example.com/library/memcached`); undefined otherwise.
+ * @param {string} image
+ */
+export function pinnedImage(image) {
+  const last = image.slice(image.lastIndexOf('/') + 1);
+  const tag = DEFAULT_IMAGE.slice(DEFAULT_IMAGE.indexOf(':') + 1);
+  return last === 'memcached' && !image.includes('@') ? `${image}:${tag}` : undefined;
+}
+
+/**
+ * Admission: an image given without a tag or digest gets the tag this plugin is tested with,
+ * so a cache never runs whatever `latest` is that day.
+ * @param {any} parent the decoded parent, changed in place
+ */
+export function defaultParent(parent) {
+  const pinned = pinnedImage(parent.spec.image);
+  if (pinned !== undefined) parent.spec.image = pinned;
+}
+
+/** The component's export: the contract's functions; the host calls `validate` and `default`. */
 export const plugin = reconciler({
   name: 'memcached',
   version: '0.1.0',
   parent: Memcached,
   children: [kinds.Deployment, kinds.Service],
   reconcile,
+  validate: validateParent,
+  default: defaultParent,
 });

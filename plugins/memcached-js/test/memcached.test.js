@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { InvalidSpec, SPEC_HASH_ANNOTATION, kinds } from '@operator-host/sdk';
-import { DEFAULT_IMAGE, DEFAULT_PORT, MAX_SIZE, Memcached, plugin } from '../src/memcached.js';
+import { DEFAULT_IMAGE, DEFAULT_PORT, MAX_SIZE, Memcached, defaultParent, pinnedImage, plugin, validateParent } from '../src/memcached.js';
 
 function memcached(name, size, spec = {}) {
   return {
@@ -206,9 +206,57 @@ test('the contract: info and a reconcile of the example as JSON text', () => {
     observed: [],
   });
   assert.equal(answer.children.length, 2);
+  assert.deepEqual(answer.children.map(({ update, onPrune, readyWhen }) => [update, onPrune, readyWhen]), [
+    ['in-place', 'delete', undefined],
+    ['in-place', 'delete', undefined],
+  ]);
   assert.equal(JSON.parse(answer.status).conditions[0].reason, 'DeploymentNotFound');
   assert.throws(() => plugin.reconcile({ parent: JSON.stringify(memcached('mc', 101)), observed: [] }), {
     tag: 'invalid-spec',
     val: 'spec.size: must be between 0 and 100, got 101',
+  });
+});
+
+test('admission refuses what reconcile would and warns at size zero', () => {
+  const tooBig = validateParent(Memcached.decodeExactly(memcached('mc', 101)));
+  assert.deepEqual(tooBig.errors.map(String), ['spec.size: Invalid value: must be between 0 and 100, got 101']);
+  assert.deepEqual(tooBig.warnings, []);
+  const empty = validateParent(Memcached.decodeExactly(memcached('mc', 0)));
+  assert.ok(empty.isValid);
+  assert.deepEqual(empty.warnings, ['Memcached mc: spec.size is 0, so no Memcached pod runs']);
+  assert.deepEqual(plugin.runValidate(memcached('mc', 3, { image: 'bad image' })).errors.map(String), [
+    'spec.image: Invalid value: must be a container image reference, got "bad image"',
+  ]);
+});
+
+test('defaulting pins an untagged memcached image and nothing else', () => {
+  for (const [image, defaulted] of [
+    ['memcached', 'memcached:1.6.39-alpine'],
+    ['mirror.example.com/library/memcached', 'mirror.example.com/library/memcached:1.6.39-alpine'],
+    ['memcached:1.6.30', 'memcached:1.6.30'],
+    ['memcached@sha256:abc', 'memcached@sha256:abc'],
+    ['example.com/other', 'example.com/other'],
+  ]) {
+    const cr = Memcached.decodeExactly(memcached('mc', 1, { image }));
+    defaultParent(cr);
+    assert.equal(cr.spec.image, defaulted);
+    defaultParent(cr);
+    assert.equal(cr.spec.image, defaulted, 'defaulting is idempotent');
+  }
+  assert.equal(pinnedImage('memcached:1.6.30'), undefined);
+});
+
+test('the contract: implements validate and default; default patches the image alone', () => {
+  assert.deepEqual(plugin.info().implements, { validate: true, validateDelete: false, default: true, convert: false });
+  const received = { apiVersion: 'cache.example.com/v1alpha1', kind: 'Memcached', metadata: { name: 'mc', uid: 'u' }, spec: { size: 1, image: 'memcached', note: 'kept' } };
+  assert.equal(
+    plugin.default(JSON.stringify(received)),
+    '{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"mc","uid":"u"},"spec":{"image":"memcached:1.6.39-alpine","note":"kept","size":1}}',
+  );
+  const pinned = JSON.stringify({ ...received, spec: { size: 1 } });
+  assert.equal(plugin.default(pinned), pinned, 'the default image is not written in: the API server applies the schema default');
+  assert.deepEqual(plugin.validate({ operation: 'create', object: JSON.stringify(memcached('mc', 0)), oldObject: undefined, user: 'u', dryRun: false }), {
+    errors: [],
+    warnings: ['Memcached mc: spec.size is 0, so no Memcached pod runs'],
   });
 });

@@ -6,7 +6,7 @@
 // (relative imports only, no bundler), the SDK beside it with `@operator-host/sdk` pointed at
 // it, and a generated entry module hands the component's `host-log` import to the SDK and
 // re-exports the plugin's `plugin`. Then componentize-js builds it against the SDK's copy of
-// the contract 0.1.0 (wit/reconciler.wit, a copy of the repository's wit/0.1.0/).
+// the contract 0.3.0 (wit/reconciler.wit, a copy of the repository's wit/reconciler.wit).
 
 import { componentize } from '@bytecodealliance/componentize-js';
 import { init, parse } from 'es-module-lexer';
@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 const SDK_NAME = '@operator-host/sdk';
 const SDK_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const WIT = join(SDK_ROOT, 'wit');
-const HOST_LOG = 'operator-host:reconciler/host-log@0.1.0';
+const HOST_LOG = 'operator-host:reconciler/host-log@0.3.0';
 
 const USAGE = `usage: operator-host-componentize ENTRY.js -o OUT.wasm [--debug]
 

@@ -2,7 +2,8 @@
 
 import { Retry } from './errors.js';
 import { canonicalJson, parseJson } from './json.js';
-import { stampSpecHash } from './view.js';
+import { ChildOptions, DEFAULT_CHILD_OPTIONS } from './options.js';
+import { CONTENT_HASH_ANNOTATION, contentHash, stampSpecHash } from './view.js';
 
 /**
  * @typedef {object} Kind A Kubernetes kind a plugin reconciles or creates.
@@ -56,6 +57,8 @@ export const kinds = Object.freeze({
   RoleBinding: kindOf('rbac.authorization.k8s.io', 'v1', 'RoleBinding', 'rolebindings'),
 });
 
+const JOB = kinds.Job;
+
 /**
  * Metadata for a child: its name and labels only. The host adds the namespace, the owner
  * reference and its ownership labels; a plugin that sets them itself is rejected.
@@ -77,27 +80,66 @@ function nameOf(object) {
   return typeof name === 'string' ? name : undefined;
 }
 
-/** The children the host observed for one parent, as read from the API server. */
+/** The objects of a request's JSON texts; `what` names them in the error (`observed child #1 is not valid JSON: ...`). */
+function parseAll(texts, what) {
+  return texts.map((text, index) => {
+    try {
+      return parseJson(text);
+    } catch (e) {
+      throw new Retry(`${what} #${index} is not valid JSON: ${e.message}`);
+    }
+  });
+}
+
+/**
+ * The children the host observed for one parent, as read from the API server, and the
+ * related objects the plugin declared (`reconciler({related})`).
+ */
 export class Observed {
-  /** @param {object[]} [objects] parsed JSON objects */
-  constructor(objects = []) {
+  /**
+   * @param {object[]} [objects] parsed JSON objects
+   * @param {Record<string, object[]>} [related] the related objects by their declaration's name
+   */
+  constructor(objects = [], related = {}) {
     this.objects = objects;
+    /** @type {Map<string, object[]>} */
+    this.relatedObjects = new Map(Object.entries(related));
   }
 
   /**
-   * Observed children from the JSON texts of a request.
+   * Observed children and related objects from the JSON texts of a request.
    * @param {string[]} texts
+   * @param {{name: string, objects: string[]}[]} [related] the request's `related`
    */
-  static fromJson(texts) {
-    return new Observed(
-      texts.map((text, index) => {
-        try {
-          return parseJson(text);
-        } catch (e) {
-          throw new Retry(`observed child #${index} is not valid JSON: ${e.message}`);
-        }
-      }),
-    );
+  static fromJson(texts, related = []) {
+    const observed = new Observed(parseAll(texts, 'observed child'));
+    for (const { name, objects } of related) observed.withRelated(name, parseAll(objects, `related ${name}`));
+    return observed;
+  }
+
+  /**
+   * Sets the related objects declared as `name` (for tests); returns this observed.
+   * @param {string} name
+   * @param {object[]} objects parsed JSON objects
+   */
+  withRelated(name, objects) {
+    this.relatedObjects.set(name, objects);
+    return this;
+  }
+
+  /**
+   * The related objects declared as `name` (`Related.byNameAt(name, ...)`): as JSON, or each
+   * decoded by `type` (a schema type, or a class with a static `decode(object)`) when given,
+   * a `Retry` error naming the one that does not decode. Empty when none matches (a name
+   * that was not declared is empty too).
+   * @param {string} name
+   * @param {{decode: Function}} [type]
+   * @returns {any[]}
+   */
+  related(name, type) {
+    const objects = this.relatedObjects.get(name) ?? [];
+    if (type === undefined) return objects;
+    return objects.map((object) => decodeObserved({ kind: typeof object?.kind === 'string' ? object.kind : name }, object, type));
   }
 
   /**
@@ -158,6 +200,8 @@ export class Desired {
     this.status = {};
     /** @type {number | undefined} call again after this many milliseconds */
     this.requeueAfterMs = undefined;
+    /** @type {ChildOptions[]} how the host handles each child, by index in `children` */
+    this.options = [];
   }
 
   /**
@@ -170,6 +214,28 @@ export class Desired {
    * @returns {this}
    */
   child(kindOrObject, object) {
+    return this.childWith(kindOrObject, object, DEFAULT_CHILD_OPTIONS);
+  }
+
+  /**
+   * Adds a child that the host applies, prunes or waits for as `options` say (an update
+   * strategy, a delete policy, a readiness barrier for the children added after it):
+   * `childWith(kinds.Job, job, new ChildOptions().recreate().readyWhenCondition('Complete'))`,
+   * or `childWith(object, options)` for an object with its own `apiVersion` and `kind`.
+   * @param {import('./children.js').Kind | object} kindOrObject
+   * @param {object | ChildOptions} objectOrOptions
+   * @param {ChildOptions} [options]
+   * @returns {this}
+   */
+  childWith(kindOrObject, objectOrOptions, options) {
+    let object = objectOrOptions;
+    if (options === undefined && objectOrOptions instanceof ChildOptions) {
+      options = objectOrOptions;
+      object = undefined;
+    }
+    if (!(options instanceof ChildOptions)) {
+      throw new TypeError('childWith takes the child and a ChildOptions (new ChildOptions().recreate(), ...)');
+    }
     let value;
     if (object === undefined) {
       value = kindOrObject;
@@ -186,7 +252,41 @@ export class Desired {
     const child = parseJson(canonicalJson(value));
     stampSpecHash(child);
     this.children.push(child);
+    // Children pushed onto `children` directly have no entry: pad with the default.
+    while (this.options.length < this.children.length - 1) this.options.push(DEFAULT_CHILD_OPTIONS);
+    this.options.push(options);
     return this;
+  }
+
+  /**
+   * Adds the Job `job` as a step the children added after it wait for, run once for each
+   * distinct `inputs` (whatever its run depends on: the image, a schema version). The hash of
+   * `inputs` goes on the pod template under `CONTENT_HASH_ANNOTATION`, so new inputs make a
+   * new template and the host recreates the Job (its template is immutable); the same inputs
+   * leave the completed Job as it is. The barrier is its `Complete` condition.
+   * @param {object} job the Job's `metadata` and `spec` (its kind is implied)
+   * @param {unknown} inputs
+   * @returns {this}
+   */
+  runOnce(job, inputs) {
+    const copy = parseJson(canonicalJson(job));
+    copy.spec ??= {};
+    copy.spec.template ??= {};
+    copy.spec.template.metadata ??= {};
+    copy.spec.template.metadata.annotations ??= {};
+    copy.spec.template.metadata.annotations[CONTENT_HASH_ANNOTATION] = contentHash(inputs);
+    return this.childWith(JOB, copy, DEFAULT_CHILD_OPTIONS.recreate().readyWhenCondition('Complete'));
+  }
+
+  /**
+   * The options of the desired child of `kind` named `name`, if it is desired.
+   * @param {import('./children.js').Kind} kind
+   * @param {string} name
+   * @returns {ChildOptions | undefined}
+   */
+  optionsOf(kind, name) {
+    const index = this.children.findIndex((o) => isKind(o, kind) && nameOf(o) === name);
+    return index < 0 ? undefined : (this.options[index] ?? DEFAULT_CHILD_OPTIONS);
   }
 
   /**

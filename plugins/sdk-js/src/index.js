@@ -1,6 +1,8 @@
 // @operator-host/sdk: write operator-host reconciler plugins in JavaScript (the Rust SDK's counterpart).
 
-export { reconciler, defineKind, ParentKind } from './plugin.js';
+export { reconciler, defineKind, mergeCrds, ParentKind } from './plugin.js';
+export { ChildOptions, Related } from './options.js';
+export { Validation, FieldError, FIELD_ERROR_TYPES } from './admission.js';
 export { t, Type, DecodeError, CONDITIONS_SCHEMA } from './schema.js';
 export { kinds, kindOf, apiVersionOf, childMeta, Observed, Desired } from './children.js';
 export { InvalidSpec, Retry, invalidField, invalidAt } from './errors.js';

@@ -33,6 +33,19 @@ export function numberSource(container, key) {
   return lexemes.get(container)?.get(key);
 }
 
+/**
+ * Makes `to[toKey]` written as `from[fromKey]` was (a float stays `3.0`), for a number copied
+ * from one parsed object into another.
+ * @param {object} from
+ * @param {string | number} fromKey
+ * @param {object} to
+ * @param {string | number} toKey
+ */
+export function copyNumberSource(from, fromKey, to, toKey) {
+  const source = numberSource(from, fromKey);
+  if (source !== undefined) remember(to, toKey, source);
+}
+
 function remember(container, key, text) {
   let map = lexemes.get(container);
   if (!map) lexemes.set(container, (map = new Map()));
@@ -234,6 +247,16 @@ export function byCodePoint(a, b) {
  */
 export function canonicalJson(value) {
   return write(value, undefined);
+}
+
+/**
+ * `container[key]` as `canonicalJson` writes it inside `container`: a number as it was
+ * written where it was parsed (`3.0` stays a float).
+ * @param {object} container
+ * @param {string | number} key
+ */
+export function canonicalJsonAt(container, key) {
+  return write(container[key], numberSource(container, key));
 }
 
 // serde_json writes a non-finite float as null.

@@ -35,11 +35,20 @@ test('info declares the plugin, its kinds and its CRD', () => {
   assert.deepEqual(info.children, [{ group: '', version: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true }]);
   assert.equal(info.needsFinalize, false);
   assert.equal(JSON.parse(info.crd).kind, 'CustomResourceDefinition');
+  assert.deepEqual(info.related, []);
+  assert.deepEqual(info.implements, { validate: false, validateDelete: false, default: false, convert: false });
 });
 
 test('reconcile answers with canonical JSON and the requeue time as a u64', () => {
   const answer = plugin.reconcile(request({ size: 2 }, [{ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' } }]));
-  assert.deepEqual(answer.children, ['{"apiVersion":"v1","data":{"n":"1"},"kind":"ConfigMap","metadata":{"labels":{"app":"x"},"name":"a"}}']);
+  assert.deepEqual(answer.children, [
+    {
+      object: '{"apiVersion":"v1","data":{"n":"1"},"kind":"ConfigMap","metadata":{"labels":{"app":"x"},"name":"a"}}',
+      update: 'in-place',
+      onPrune: 'delete',
+      readyWhen: undefined,
+    },
+  ]);
   assert.equal(answer.status, '{"ok":true}');
   assert.equal(answer.requeueAfterMs, 1500n);
   assert.equal(plugin.reconcile(request({ size: 1 })).requeueAfterMs, undefined);
