@@ -89,9 +89,10 @@ pub(super) struct RunArgs {
     #[arg(long, value_name = "URL", conflicts_with = "webhook_service")]
     webhook_url: Option<String>,
     /// The Service in front of the host's pods that the API server calls the webhooks
-    /// through: NAMESPACE/NAME or NAMESPACE/NAME:PORT (port 443 by default).
-    #[arg(long, value_name = "NAMESPACE/NAME[:PORT]", value_parser = parse_service)]
-    webhook_service: Option<webhook::Endpoint>,
+    /// through: [NAMESPACE/]NAME[:PORT] (by default the election Lease's namespace, which is
+    /// the pod's own, and port 443).
+    #[arg(long, value_name = "[NAMESPACE/]NAME[:PORT]", value_parser = parse_service)]
+    webhook_service: Option<WebhookService>,
     /// What a webhook does when the plugin's call fails (traps, runs out of time or
     /// memory), and what the API server does when it cannot reach the host.
     #[arg(long, value_enum, default_value = "fail")]
@@ -102,11 +103,33 @@ pub(super) struct RunArgs {
     webhook_certificate_validity: Duration,
 }
 
-/// `--webhook-service`: `NAMESPACE/NAME[:PORT]`.
-fn parse_service(text: &str) -> Result<webhook::Endpoint, String> {
-    let (namespace, rest) = text
-        .split_once('/')
-        .ok_or_else(|| format!("{text:?} is not NAMESPACE/NAME[:PORT]"))?;
+/// `--webhook-service`, before the namespace it leaves out is known.
+#[derive(Debug, Clone)]
+struct WebhookService {
+    namespace: Option<String>,
+    name: String,
+    port: u16,
+}
+
+impl WebhookService {
+    /// The endpoint, in `default_namespace` unless it names one.
+    fn endpoint(self, default_namespace: String) -> webhook::Endpoint {
+        webhook::Endpoint::Service {
+            namespace: self.namespace.unwrap_or(default_namespace),
+            name: self.name,
+            port: self.port,
+        }
+    }
+}
+
+/// `--webhook-service`: `[NAMESPACE/]NAME[:PORT]`.
+fn parse_service(text: &str) -> Result<WebhookService, String> {
+    let expected = || format!("{text:?} is not [NAMESPACE/]NAME[:PORT]");
+    let (namespace, rest) = match text.split_once('/') {
+        Some((namespace, rest)) if !namespace.is_empty() => (Some(namespace.to_string()), rest),
+        Some(_) => return Err(expected()),
+        None => (None, text),
+    };
     let (name, port) = match rest.split_once(':') {
         Some((name, port)) => (
             name,
@@ -115,11 +138,11 @@ fn parse_service(text: &str) -> Result<webhook::Endpoint, String> {
         ),
         None => (rest, 443),
     };
-    if namespace.is_empty() || name.is_empty() {
-        return Err(format!("{text:?} is not NAMESPACE/NAME[:PORT]"));
+    if name.is_empty() || name.contains('/') {
+        return Err(expected());
     }
-    Ok(webhook::Endpoint::Service {
-        namespace: namespace.to_string(),
+    Ok(WebhookService {
+        namespace,
         name: name.to_string(),
         port,
     })
@@ -160,14 +183,19 @@ pub(super) fn run(
     } = args;
     let webhooks = webhook_addr.map(|addr| webhook::WebhookConfig {
         addr,
-        endpoint: webhook_service.or(webhook_url.map(webhook::Endpoint::Url)),
+        endpoint: webhook_service
+            .map(|service| service.endpoint(leader_election.namespace()))
+            .or(webhook_url.map(webhook::Endpoint::Url)),
         failure_policy: webhook_failure_policy,
         ca_secret: (
             leader_election.namespace(),
             webhook::ca_secret_name(&leader_election.leader_elect_lease),
         ),
         certificate_validity: webhook_certificate_validity,
-        owner: leader_election.leader_elect_lease.clone(),
+        owner: webhook::Owner {
+            namespace: leader_election.namespace(),
+            lease: leader_election.leader_elect_lease.clone(),
+        },
     });
     let cluster_plugins = plugins_from_cluster.then(|| controller::ClusterPluginsConfig {
         store_dir: plugin_store
@@ -259,4 +287,33 @@ pub(super) fn run(
             anyhow::Ok(())
         })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_webhook_service_without_namespace_is_in_the_lease_namespace() {
+        let endpoint = |text: &str| parse_service(text).map(|s| s.endpoint("pods-ns".into()));
+        assert_eq!(
+            endpoint("hooks").unwrap(),
+            webhook::Endpoint::Service {
+                namespace: "pods-ns".into(),
+                name: "hooks".into(),
+                port: 443
+            }
+        );
+        assert_eq!(
+            endpoint("system/hooks:8443").unwrap(),
+            webhook::Endpoint::Service {
+                namespace: "system".into(),
+                name: "hooks".into(),
+                port: 8443
+            }
+        );
+        for bad in ["/hooks", "system/", "a/b/c", "hooks:x", ""] {
+            assert!(parse_service(bad).is_err(), "{bad}");
+        }
+    }
 }

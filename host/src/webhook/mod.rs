@@ -26,7 +26,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use kube::Client;
 
-pub use registration::{OWNER_LABEL, Registration, crd_conversion};
+pub use registration::{OWNER_LABEL, OWNER_NAMESPACE_LABEL, Owner, Registration, crd_conversion};
 pub use review::{Hook, ReviewError, admit, convert};
 pub use tls::Ca;
 
@@ -127,9 +127,9 @@ pub struct WebhookConfig {
     pub ca_secret: (String, String),
     /// How long a serving certificate is valid (renewed after two thirds of it).
     pub certificate_validity: Duration,
-    /// The host deployment (its election Lease's name): its webhook configurations are named
-    /// and labelled after it.
-    pub owner: String,
+    /// The host deployment (its election Lease): its webhook configurations are named and
+    /// labelled after it.
+    pub owner: Owner,
 }
 
 /// The plugin versions the webhooks call, by plugin name: the supervisor puts each version

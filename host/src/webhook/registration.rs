@@ -24,6 +24,10 @@ use crate::declaration::Declaration;
 
 /// The label saying which host deployment (its election Lease's name) made a configuration.
 pub const OWNER_LABEL: &str = "operator-host.dev/webhooks-of";
+/// The label with the namespace of that Lease: two deployments with the same Lease name in
+/// different namespaces (each serving its own namespaces) keep apart their configurations,
+/// which are cluster-scoped.
+pub const OWNER_NAMESPACE_LABEL: &str = "operator-host.dev/webhooks-of-namespace";
 /// The field manager of everything written here.
 const FIELD_MANAGER: &str = "operator-host-webhooks";
 /// How long the API server waits for an answer.
@@ -33,7 +37,7 @@ const TIMEOUT_SECONDS: i32 = 10;
 #[derive(Debug, Clone)]
 pub struct Registration<'a> {
     /// The host deployment: its configurations are named and labelled after it.
-    pub owner: &'a str,
+    pub owner: &'a Owner,
     pub endpoint: &'a Endpoint,
     /// The CA (PEM) the API server checks the serving certificates with.
     pub ca_bundle: &'a str,
@@ -42,21 +46,48 @@ pub struct Registration<'a> {
     pub namespaces: &'a [String],
 }
 
-impl Registration<'_> {
-    /// The name of `plugin`'s configurations.
-    fn name(&self, plugin: &str) -> String {
-        format!("{}.{plugin}", self.owner)
+/// The host deployment that registers webhooks: its election Lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub namespace: String,
+    pub lease: String,
+}
+
+impl Owner {
+    /// The name of `plugin`'s configurations: cluster-scoped, so the Lease's namespace is in it.
+    fn configuration_name(&self, plugin: &str) -> String {
+        format!("{}.{}.{plugin}", self.lease, self.namespace)
     }
 
+    /// The label selector of every configuration this deployment made.
+    pub fn selector(&self) -> String {
+        format!(
+            "{OWNER_LABEL}={},{OWNER_NAMESPACE_LABEL}={}",
+            self.lease, self.namespace
+        )
+    }
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.lease)
+    }
+}
+
+impl Registration<'_> {
     fn client_config(&self, path: &str) -> WebhookClientConfig {
         client_config(self.endpoint, self.ca_bundle, path)
     }
 
     fn metadata(&self, plugin: &str) -> ObjectMeta {
         ObjectMeta {
-            name: Some(self.name(plugin)),
+            name: Some(self.owner.configuration_name(plugin)),
             labels: Some(BTreeMap::from([
-                (OWNER_LABEL.to_string(), self.owner.to_string()),
+                (OWNER_LABEL.to_string(), self.owner.lease.clone()),
+                (
+                    OWNER_NAMESPACE_LABEL.to_string(),
+                    self.owner.namespace.clone(),
+                ),
                 (
                     "app.kubernetes.io/managed-by".to_string(),
                     "operator-host".to_string(),
@@ -309,11 +340,11 @@ where
 
 /// Deletes the configurations of `owner` not in `wanted` (of plugins no longer served, or no
 /// longer validating or defaulting).
-async fn delete_stale<K>(api: &Api<K>, owner: &str, wanted: &HashSet<String>) -> Result<(), Error>
+async fn delete_stale<K>(api: &Api<K>, owner: &Owner, wanted: &HashSet<String>) -> Result<(), Error>
 where
     K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let mine = ListParams::default().labels(&format!("{OWNER_LABEL}={owner}"));
+    let mine = ListParams::default().labels(&owner.selector());
     let listed = api
         .list_metadata(&mine)
         .await
@@ -356,8 +387,12 @@ mod tests {
     fn a_plugin_gets_the_entries_of_what_it_implements_for_its_namespaces() {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443/".into());
         let namespaces = vec!["team-a".to_string()];
+        let owner = Owner {
+            namespace: "system".into(),
+            lease: "operator-host".into(),
+        };
         let registration = Registration {
-            owner: "operator-host",
+            owner: &owner,
             endpoint: &endpoint,
             ca_bundle: "PEM",
             failure_policy: FailurePolicy::Fail,
@@ -380,7 +415,14 @@ mod tests {
                 ..Default::default()
             }))
             .unwrap();
-        assert_eq!(validating.name_any(), "operator-host.memcached");
+        assert_eq!(validating.name_any(), "operator-host.system.memcached");
+        assert_eq!(
+            validating
+                .labels()
+                .get(OWNER_NAMESPACE_LABEL)
+                .map(String::as_str),
+            Some("system")
+        );
         let webhook = &validating.webhooks.unwrap()[0];
         assert_eq!(webhook.name, "validate.memcached.operator-host.dev");
         assert_eq!(
