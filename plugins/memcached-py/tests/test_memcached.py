@@ -171,3 +171,54 @@ def test_crd_declares_defaults_range_and_printer_columns():
     assert spec["containerPort"]["default"] == DEFAULT_PORT
     names = [c["name"] for c in version["additionalPrinterColumns"]]
     assert names == ["Size", "Ready", "Available", "Image", "Age"]
+
+
+def test_the_plugin_validates_and_defaults_at_admission():
+    assert operator.info()["implements"] == ["validate", "default"]
+
+
+@pytest.mark.parametrize(
+    "spec, errors",
+    [
+        ({"size": MAX_SIZE + 1}, ["spec.size: Invalid value: must be between 0 and 100, got 101"]),
+        ({"size": 1, "image": "bad image"},
+         ['spec.image: Invalid value: must be a container image reference, got "bad image"']),
+        ({"size": 1, "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}},
+         ['spec.resources.requests["cpu"]: Invalid value: must be at most the limit of cpu (1), got 2']),
+        ({"size": "two"}, ['spec.size: Invalid value: expected an integer, got "two"']),
+        ({"size": 3}, []),
+    ],
+)
+def test_validate_refuses_what_reconcile_refuses(spec, errors):
+    cr = memcached(**spec)
+    validation = operator.run_validate("create", json.dumps(cr), None)
+    assert [str(e) for e in validation.errors] == errors
+    assert validation.warnings == []
+
+
+def test_validate_warns_that_size_zero_runs_no_pod():
+    validation = operator.run_validate("update", json.dumps(memcached("idle", size=0)), json.dumps(memcached("idle")))
+    assert validation.errors == []
+    assert validation.warnings == ["Memcached idle: spec.size is 0, so no Memcached pod runs"]
+
+
+@pytest.mark.parametrize(
+    "image, defaulted",
+    [
+        ("memcached", "memcached:1.6.39-alpine"),
+        ("mirror.example.com/library/memcached", "mirror.example.com/library/memcached:1.6.39-alpine"),
+        ("memcached:1.6.40-alpine", None),
+        ("memcached@sha256:abcd", None),
+        ("example.com/memcached-exporter", None),
+    ],
+)
+def test_default_pins_an_untagged_memcached_image(image, defaulted):
+    cr = memcached(size=1, image=image)
+    cr["spec"]["unmodelled"] = "kept"
+    answer = json.loads(operator.run_default(json.dumps(cr)))
+    assert answer["spec"] == {"size": 1, "image": defaulted or image, "unmodelled": "kept"}
+
+
+def test_default_adds_no_image_when_none_is_given():
+    cr = memcached(size=1)
+    assert json.loads(operator.run_default(json.dumps(cr))) == cr

@@ -1,19 +1,76 @@
-"""The README's example plugin runs as written: it is executed and reconciles a sample parent."""
+"""The README's examples run as written: executed in order, each does what the README says."""
 
 import json
 import re
 from pathlib import Path
 
+import pytest
 
-def test_the_readme_example_reconciles():
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    (source,) = re.findall(r"```python\n(.*?)```", readme, re.S)
+import operator_host as oh
+
+
+@pytest.fixture(scope="module")
+def readme():
+    """The namespace the README's Python blocks leave, run one after the other."""
+    text = (Path(__file__).parent.parent / "README.md").read_text()
     namespace: dict = {"__name__": "readme_example"}
-    exec(compile(source, "README.md", "exec"), namespace)
-    parent = {"apiVersion": "example.com/v1", "kind": "Thing",
-              "metadata": {"name": "a", "namespace": "default", "generation": 1},
-              "spec": {"size": 2}}
-    desired = namespace["operator"].run_reconcile(json.dumps(parent), [])
+    for index, source in enumerate(re.findall(r"```python\n(.*?)```", text, re.S)):
+        exec(compile(source, f"README.md block {index}", "exec"), namespace)
+    return namespace
+
+
+def thing(spec: dict) -> str:
+    return json.dumps({"apiVersion": "example.com/v1", "kind": "Thing",
+                       "metadata": {"name": "a", "namespace": "default", "generation": 1}, "spec": spec})
+
+
+def test_the_readme_example_reconciles(readme):
+    desired = readme["operator"].run_reconcile(thing({"size": 2}), [])
     (deployment,) = desired.children
     assert deployment["spec"]["replicas"] == 2
     assert desired.status.conditions[0].reason == "Pending"
+
+
+def test_the_readme_validate_and_default(readme):
+    operator = readme["operator"]
+    assert operator.info()["implements"] == ["validate", "default"]
+    refused = operator.run_validate("update", thing({"size": 1, "image": " busybox:latest"}), thing({"size": 3}))
+    assert [str(e) for e in refused.errors] == [
+        "spec.image: Invalid value: must not start or end with spaces",
+        'spec.image: Invalid value: " busybox:latest": must name a fixed tag, not latest',
+    ]
+    assert refused.warnings == ["Thing a: scaling down from 3 to 1"]
+    # The dataclass's default image (busybox) is untagged, so `default` pins it and it is written.
+    assert json.loads(operator.run_default(thing({"size": 1})))["spec"] == {"size": 1, "image": "busybox:1.36"}
+    pinned = json.loads(operator.run_default(thing({"size": 1, "image": "registry.local/busybox", "note": "kept"})))
+    assert pinned["spec"] == {"size": 1, "image": "registry.local/busybox:1.36", "note": "kept"}
+    tagged = thing({"size": 1, "image": "busybox:1.37"})
+    assert operator.run_default(tagged) == tagged
+
+
+def test_the_readme_related_and_child_options(readme):
+    site = readme["site"]
+    assert site.info()["related"] == [oh.Related.by_name_at("tls", oh.kinds.SECRET, "spec.tlsSecret")]
+    parent = json.dumps({"apiVersion": "example.com/v1", "kind": "Site", "metadata": {"name": "s"},
+                         "spec": {"image": "app:1", "tlsSecret": "cert"}})
+    with pytest.raises(oh.Retry, match="the Secret cert does not exist yet"):
+        site.run_reconcile(parent, [], [("tls", [])])
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cert"}, "data": {"tls.crt": "aGFzaA=="}}
+    desired = site.run_reconcile(parent, [], [("tls", [json.dumps(secret)])])
+    assert [c["kind"] for c in desired.children] == ["Job", "Deployment"]
+    assert desired.options == [oh.ChildOptions().recreate().ready_when_condition("Complete"), oh.ChildOptions()]
+    annotations = desired.children[1]["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[oh.CONTENT_HASH_ANNOTATION] == oh.content_hash(secret)
+
+
+def test_the_readme_convert_round_trips(readme):
+    widget = readme["widget"]
+    assert widget.info()["implements"] == ["convert"]
+    assert [v["name"] for v in widget.info()["crd"]["spec"]["versions"]] == ["v1", "v2"]
+    one = json.dumps({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+                      "spec": {"replicas": 3}})
+    two = widget.run_convert(one, "v2")
+    assert json.loads(two)["spec"] == {"replicas": {"count": 3}}
+    assert json.loads(widget.run_convert(two, "v1")) == json.loads(one)
+    with pytest.raises(oh.InvalidSpec, match="cannot convert a Widget from v1 to v3: it has v1 and v2"):
+        widget.run_convert(one, "v3")
