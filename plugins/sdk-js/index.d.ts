@@ -104,7 +104,10 @@ export class ParentKind<Spec = unknown, Status = unknown> {
   readonly apiVersion: string;
   readonly gvk: Kind;
   crd(): object;
+  /** Decoded, bounds checked, a status that does not decode dropped: what reconcile gets. */
   decode(object: unknown): Parent<Spec, Status>;
+  /** Decoded without the bounds and status leniency: what validate and default get; throws a `DecodeError`. */
+  decodeExactly(object: unknown): Parent<Spec, Status>;
 }
 
 export function defineKind<Spec, Status = never>(declaration: {
@@ -123,25 +126,110 @@ export function defineKind<Spec, Status = never>(declaration: {
 }): ParentKind<Spec, Status>;
 
 export class Observed {
-  constructor(objects?: any[]);
-  static fromJson(texts: string[]): Observed;
+  constructor(objects?: any[], related?: Record<string, any[]>);
+  static fromJson(texts: string[], related?: { name: string; objects: string[] }[]): Observed;
   readonly objects: any[];
   readonly length: number;
   get(kind: Kind, name: string): any | undefined;
   view<T>(kind: Kind, name: string, type: { decode(object: unknown): T }): T | undefined;
   all(kind: Kind): any[];
+  /** The related objects declared as `name` (JSON); empty when none matches or `name` was not declared. */
+  related(name: string): any[];
+  /** The same, each decoded by `type`; one that does not decode is a `Retry`. */
+  related<T>(name: string, type: { decode(object: unknown): T }): T[];
+  /** Sets the related objects declared as `name` (for tests). */
+  withRelated(name: string, objects: any[]): this;
 }
+
+type ChildObject = { metadata: object; [field: string]: unknown };
+type ChildWithKind = { apiVersion: string; kind: string; metadata: object; [field: string]: unknown };
 
 export class Desired {
   children: any[];
+  /** How the host handles each child, by index in `children`. */
+  options: ChildOptions[];
   status: object;
   requeueAfterMs: number | undefined;
-  child(kind: Kind, object: { metadata: object; [field: string]: unknown }): this;
-  child(object: { apiVersion: string; kind: string; metadata: object; [field: string]: unknown }): this;
+  child(kind: Kind, object: ChildObject): this;
+  child(object: ChildWithKind): this;
+  /** A child the host applies, prunes or waits for as `options` say. */
+  childWith(kind: Kind, object: ChildObject, options: ChildOptions): this;
+  childWith(object: ChildWithKind, options: ChildOptions): this;
+  /** A Job run once per distinct `inputs`, recreated when they change; the children after it wait for its `Complete`. */
+  runOnce(job: ChildObject, inputs: unknown): this;
+  optionsOf(kind: Kind, name: string): ChildOptions | undefined;
   setStatus(status: object): this;
   requeueAfter(ms: number): this;
   get(kind: Kind, name: string): any | undefined;
 }
+
+export type UpdateStrategy = 'in-place' | 'recreate' | 'create-only';
+export type DeletePolicy = 'delete' | 'orphan';
+/** A barrier: a condition type with status `True`, or a field (dotted path) equal to a value (JSON text). */
+export type Readiness = { readonly condition: string } | { readonly path: string; readonly value: string };
+
+/** How the host handles one child. Immutable: each builder returns new options. */
+export class ChildOptions {
+  constructor(options?: { update?: UpdateStrategy; onPrune?: DeletePolicy; readyWhen?: Readiness });
+  readonly update: UpdateStrategy;
+  readonly onPrune: DeletePolicy;
+  readonly readyWhen: Readiness | undefined;
+  recreate(): ChildOptions;
+  createOnly(): ChildOptions;
+  orphanOnPrune(): ChildOptions;
+  readyWhenCondition(conditionType: string): ChildOptions;
+  readyWhenField(path: string, value: unknown): ChildOptions;
+}
+
+export type SecretView = 'data-hash' | 'full';
+
+/** Another kind of object the plugin reads: the host watches it and passes it with each call. */
+export class Related {
+  constructor(name: string, kind: Kind, selector: { nameFromPath: string } | { labelSelector: string }, secretView?: SecretView);
+  readonly name: string;
+  readonly kind: Kind;
+  readonly selector: { readonly nameFromPath: string } | { readonly labelSelector: string };
+  readonly secretView: SecretView;
+  /** The object named by the string at `path` of the parent (`spec.tls.secretName`). */
+  static byNameAt(name: string, kind: Kind, path: string): Related;
+  /** Every object matching the label selector (`app=web`). */
+  static byLabels(name: string, kind: Kind, selector: string): Related;
+  /** For a Secret: its data in clear (the policy must allow it); by default a hash of each value. */
+  withSecretData(): Related;
+}
+
+export type FieldErrorType = 'required' | 'invalid' | 'forbidden' | 'not-supported' | 'duplicate' | 'too-long' | 'too-many' | 'not-found';
+export const FIELD_ERROR_TYPES: readonly FieldErrorType[];
+
+/** One refused field; `String(error)` prints it as the API server does. */
+export class FieldError {
+  constructor(error: { reason: FieldErrorType; field: string; value?: unknown; detail?: string });
+  readonly reason: FieldErrorType;
+  readonly field: string;
+  readonly value: unknown;
+  readonly detail: string;
+}
+
+/** What `validate` answers: refused when it holds an error; warnings shown either way. */
+export class Validation {
+  readonly errors: FieldError[];
+  readonly warnings: string[];
+  readonly isValid: boolean;
+  error(error: FieldError | { reason: FieldErrorType; field: string; value?: unknown; detail?: string }): this;
+  invalid(field: string, value: unknown, detail: string): this;
+  required(field: string, detail: string): this;
+  forbidden(field: string, detail: string): this;
+  notSupported(field: string, value: unknown, supported: string[]): this;
+  immutable(field: string, value: unknown): this;
+  /** The field error of the `InvalidSpec` a reconcile check throws (`invalidField`, `invalidAt`). */
+  check(checkOrError: (() => unknown) | InvalidSpec | Retry): this;
+  warn(message: string): this;
+  /** Throws the errors as one `InvalidSpec`, for a reconcile that checks what validate checks. */
+  throwIfInvalid(): void;
+}
+
+/** One CRD serving the versions of `crds` (one version each), `storageVersion` stored: kube's `merge_crds`. */
+export function mergeCrds(crds: object[], storageVersion: string): object;
 
 export class InvalidSpec extends Error {}
 export class Retry extends Error {}
@@ -213,24 +301,65 @@ export namespace log {
   function setHostLog(log: (level: string, message: string) => void): void;
 }
 
+/** The contract's request of `reconcile` and `finalize`. */
+export interface ReconcileRequest {
+  parent: string;
+  observed: string[];
+  related?: { name: string; objects: string[] }[];
+}
+
+/** The contract's request of `validate`. */
+export interface AdmissionRequest {
+  operation: 'create' | 'update' | 'delete';
+  object?: string;
+  oldObject?: string;
+  user: string;
+  dryRun: boolean;
+}
+
 /** What a plugin module exports as `plugin`. */
 export interface Plugin<Spec, Status> {
   readonly name: string;
   readonly version: string;
   readonly parent: ParentKind<Spec, Status>;
   readonly children: Kind[];
-  /** Decode and reconcile plain objects, as a call does: for unit tests. */
-  run(parent: object, observed?: object[]): Desired;
+  readonly related: Related[];
+  /** Decode and reconcile plain objects, as a call does: for unit tests. Related objects by name. */
+  run(parent: object, observed?: object[], related?: Record<string, object[]>): Desired;
+  /** Validate a create (`old` undefined) or an update of plain objects, as a call does. */
+  runValidate(object: object, old?: object): Validation;
+  runValidateDelete(old: object): Validation;
+  /** A plain object defaulted, as a call does. */
+  runDefault(object: object): any;
+  /** A plain object converted, as a call does; throws the `InvalidSpec` or `Retry` that refuses it. */
+  runConvert(object: object, toVersion: string): any;
   info(): object;
-  reconcile(request: { parent: string; observed: string[] }): object;
-  finalize(request: { parent: string; observed: string[] }): object;
+  reconcile(request: ReconcileRequest): object;
+  finalize(request: ReconcileRequest): object;
+  validate(request: AdmissionRequest): object;
+  /** The object (JSON) defaulted; throws the refusal's message (a string). */
+  default(object: string): string;
+  /** The object (JSON) converted; throws the refusal's message (a string). */
+  convert(object: string, toVersion: string): string;
 }
 
 export function reconciler<Spec, Status>(definition: {
   name: string;
   version: string;
+  /** The kind in the version `reconcile`, `validate` and `default` decode. */
   parent: ParentKind<Spec, Status>;
   children: Kind[];
+  related?: Related[];
+  /** The CRD when it is not `parent.crd()`: several versions (`mergeCrds`) need `convert`. */
+  crd?: object;
   reconcile(parent: Parent<Spec, Status>, observed: Observed): Desired;
   finalize?(parent: Parent<Spec, Status>, observed: Observed): { done: boolean; requeueAfterMs?: number };
+  /** Given: the host calls it for creates (`old` undefined) and updates. */
+  validate?(parent: Parent<Spec, Status>, old: Parent<Spec, Status> | undefined): Validation;
+  /** Given: the host calls it for deletes. */
+  validateDelete?(old: Parent<Spec, Status>): Validation;
+  /** Given: the host calls it before validate; change `parent` or return it changed. */
+  default?(parent: Parent<Spec, Status>): Parent<Spec, Status> | void;
+  /** Given: the CRD's conversion webhook; `object` of any served version. */
+  convert?(object: any, toVersion: string): any;
 }): Plugin<Spec, Status>;
