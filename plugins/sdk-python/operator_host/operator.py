@@ -10,7 +10,7 @@ from typing import Any, Callable, Generic, Optional, TypeVar, Union
 from . import log
 from .admission import FieldError, FieldErrorType, Validation, merge_apply, merge_diff, _UNCHANGED
 from .children import Desired, Observed
-from .errors import Error, InvalidSpec, Retry
+from .errors import InvalidSpec, Retry
 from .kinds import Kind
 from .options import Related
 from .schema import decode, schema_of, to_json
@@ -470,6 +470,10 @@ def merge_crds(crds: list[dict], storage_version: str) -> dict:
                 raise ValueError(
                     f"merge_crds: the versions differ in spec.{key}: {crd['spec'][key]!r} and {merged['spec'][key]!r}"
                 )
+    names = [crd["spec"]["versions"][0]["name"] for crd in crds]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"merge_crds: expected each version once, got {', '.join(repeated)} more than once")
     merged["spec"]["versions"][0]["storage"] = True
     for crd in crds:
         if crd is not stored[0]:

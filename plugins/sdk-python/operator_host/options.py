@@ -47,6 +47,13 @@ class Readiness:
     #: The value the field must hold, as JSON text (`3`, `"Running"`).
     value: Optional[str] = None
 
+    def __post_init__(self) -> None:
+        if (self.condition_type is None) == (self.path is None) or (self.path is None) != (self.value is None):
+            raise ValueError(
+                "a readiness is a condition type, or a field path with its value: use "
+                "Readiness.condition or Readiness.field_equals"
+            )
+
     @classmethod
     def condition(cls, condition_type: str) -> "Readiness":
         """Ready once `status.conditions` has `condition_type` with status `True`."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import Annotated
 
 import pytest
 
@@ -306,6 +306,11 @@ def test_merge_crds_serves_every_version_and_stores_one():
             [GADGET_V1.crd(), oh.CustomResource(group="other.dev", version="v2", kind="Gadget", spec=GadgetSpecV2).crd()],
             "v1",
             "merge_crds: the versions differ in spec.group: 'other.dev' and 'g.dev'",
+        ),
+        (
+            [GADGET_V1.crd(), GADGET_V2.crd(), GADGET_V2.crd()],
+            "v1",
+            "merge_crds: expected each version once, got v2 more than once",
         ),
         (
             [oh.merge_crds([GADGET_V1.crd(), GADGET_V2.crd()], "v1")],

@@ -142,6 +142,16 @@ def test_a_readiness_value_that_is_not_json_is_refused():
     )
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [{}, {"condition_type": "Complete", "path": "status.x", "value": "1"}, {"path": "status.x"},
+     {"condition_type": "Complete", "value": "1"}],
+)
+def test_a_readiness_is_a_condition_or_a_field_and_its_value(fields):
+    with pytest.raises(ValueError, match="^a readiness is a condition type, or a field path with its value"):
+        Readiness(**fields)
+
+
 def test_child_options_must_be_child_options():
     with pytest.raises(TypeError, match="child options must be a ChildOptions, got dict"):
         oh.Desired().child({"apiVersion": "v1", "kind": "ConfigMap"}, {"update": "recreate"})
