@@ -54,6 +54,8 @@ var Plugin = &oh.Plugin[MemcachedSpec, MemcachedStatus]{
 	},
 	Children:  []oh.Kind{oh.KindDeployment, oh.KindService},
 	Reconcile: reconcile,
+	Validate:  admit,
+	Default:   pinImage,
 }
 
 func init() { oh.Register(Plugin) }
@@ -77,6 +79,37 @@ func reconcile(parent *oh.Parent[MemcachedSpec, MemcachedStatus], observed *oh.O
 	}
 	desired.SetStatus(status(parent, observedDeployment, desired, labels))
 	return desired, nil
+}
+
+// admit refuses at `kubectl apply` what reconcile would report as an invalid spec, and warns
+// about a cache without pods.
+func admit(parent, _ *oh.Parent[MemcachedSpec, MemcachedStatus]) *oh.Validation {
+	validation := oh.NewValidation()
+	_, err := validate(parent.Spec)
+	validation.Check(err)
+	if parent.Spec.Size == 0 {
+		validation.Warn(fmt.Sprintf("Memcached %s: spec.size is 0, so no Memcached pod runs", parent.Metadata.NameAny()))
+	}
+	return validation
+}
+
+// pinImage gives an image without a tag or digest the tag this plugin is tested with, so a
+// cache never runs whatever `latest` is that day.
+func pinImage(parent *oh.Parent[MemcachedSpec, MemcachedStatus]) {
+	if pinned, ok := pinnedImage(parent.Spec.Image); ok {
+		parent.Spec.Image = pinned
+	}
+}
+
+// pinnedImage is image with defaultImage's tag when it names the `memcached` repository
+// without a tag or digest (`memcached`, `mirror.example.com/library/memcached`).
+func pinnedImage(image string) (string, bool) {
+	last := image[strings.LastIndex(image, "/")+1:]
+	_, tag, _ := strings.Cut(defaultImage, ":")
+	if last != "memcached" || strings.Contains(image, "@") {
+		return "", false
+	}
+	return image + ":" + tag, true
 }
 
 // validate checks what the CRD schema cannot express, and what `render` sees without an API

@@ -305,3 +305,49 @@ func TestADecodeErrorNamesTheField(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+func TestAdmissionRefusesWhatReconcileWouldAndWarnsAtSizeZero(t *testing.T) {
+	validation, err := Plugin.RunValidate(memcached("mc", map[string]any{"size": 101}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for _, fieldError := range validation.Errors() {
+		refused = append(refused, fieldError.String())
+	}
+	if want := []string{"spec.size: Invalid value: must be between 0 and 100, got 101"}; !reflect.DeepEqual(refused, want) {
+		t.Errorf("errors = %q, want %q", refused, want)
+	}
+	validation, _ = Plugin.RunValidate(memcached("mc", map[string]any{"size": 0}), nil)
+	want := []string{"Memcached mc: spec.size is 0, so no Memcached pod runs"}
+	if !validation.IsValid() || !reflect.DeepEqual(validation.Warnings(), want) {
+		t.Errorf("size 0: errors %v, warnings %q; want none and %q", validation.Errors(), validation.Warnings(), want)
+	}
+}
+
+func TestDefaultingPinsAnUntaggedMemcachedImageAndNothingElse(t *testing.T) {
+	for _, tt := range []struct{ image, defaulted string }{
+		{"memcached", "memcached:1.6.39-alpine"},
+		{"mirror.example.com/library/memcached", "mirror.example.com/library/memcached:1.6.39-alpine"},
+		{"memcached:1.6.30", "memcached:1.6.30"},
+		{"memcached@sha256:abc", "memcached@sha256:abc"},
+		{"example.com/other", "example.com/other"},
+	} {
+		defaulted, err := Plugin.RunDefault(memcached("mc", map[string]any{"image": tt.image}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := defaulted["spec"].(map[string]any)["image"]; got != tt.defaulted {
+			t.Errorf("default of image %s = %v, want %s", tt.image, got, tt.defaulted)
+		}
+		again, _ := Plugin.RunDefault(defaulted)
+		if !reflect.DeepEqual(again, defaulted) {
+			t.Errorf("defaulting %s again changed it: %v", tt.image, again)
+		}
+	}
+	// A spec without an image keeps it unset: the CRD's default is the API server's to fill.
+	defaulted, _ := Plugin.RunDefault(memcached("mc", nil))
+	if _, set := defaulted["spec"].(map[string]any)["image"]; set {
+		t.Errorf("defaulting set an image the user left out: %v", defaulted)
+	}
+}

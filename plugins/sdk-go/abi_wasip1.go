@@ -1,5 +1,11 @@
 // The contract's canonical ABI, by hand: the core exports and import of
-// operator-host:reconciler@0.1.0 that `operator-host componentize` wraps into a component.
+// operator-host:reconciler@0.3.0 that `operator-host componentize` wraps into a component.
+//
+// Layouts follow the component model's canonical ABI: a record's fields at their alignment
+// (strings and lists are (pointer, length) pairs of 8 bytes, aligned to 4), an enum, a
+// variant's or an option's case and a flags value as one byte, a variant's payload at the
+// alignment of its widest case. A function whose flat results are more than one value returns
+// the address of a return area; flat parameters are at most 16 here, so all are passed flat.
 
 //go:build wasip1
 
@@ -7,6 +13,7 @@ package operatorhost
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"unsafe"
 )
@@ -32,8 +39,8 @@ var adapterArena = [adapterArenaSize]byte{
 var (
 	allocations = map[uint32][]uint64{}
 	results     [][]uint64
-	// returnArea holds a call's flattened result: plugin-info's 72 bytes are the most.
-	returnArea [9]uint64
+	// returnArea holds a call's result: plugin-info's 84 bytes are the most.
+	returnArea [11]uint64
 )
 
 // alloc is a block of size bytes, aligned to align (at most 8: a []uint64's elements are), and
@@ -80,12 +87,38 @@ func takeString(address, length uint32) string {
 	return s
 }
 
+// takeOptionalString reads an option<string> argument (flattened as its case, then the
+// string) and releases its block.
+func takeOptionalString(present, address, length uint32) *string {
+	if present == 0 {
+		return nil
+	}
+	s := takeString(address, length)
+	return &s
+}
+
 // takeStrings reads a list<string> argument and releases its blocks.
 func takeStrings(address, count uint32) []string {
 	list := make([]string, count)
 	elements := bytesAt(address, count*8)
 	for i := range list {
 		list[i] = takeString(binary.LittleEndian.Uint32(elements[i*8:]), binary.LittleEndian.Uint32(elements[i*8+4:]))
+	}
+	delete(allocations, address)
+	return list
+}
+
+// takeRelated reads a list<related-objects> argument (16 bytes each: the name, then the
+// list<string> of objects) and releases its blocks.
+func takeRelated(address, count uint32) []RelatedObjects {
+	list := make([]RelatedObjects, count)
+	elements := bytesAt(address, count*16)
+	for i := range list {
+		at := i * 16
+		list[i] = RelatedObjects{
+			Name:    takeString(binary.LittleEndian.Uint32(elements[at:]), binary.LittleEndian.Uint32(elements[at+4:])),
+			Objects: takeStrings(binary.LittleEndian.Uint32(elements[at+8:]), binary.LittleEndian.Uint32(elements[at+12:])),
+		}
 	}
 	delete(allocations, address)
 	return list
@@ -116,14 +149,29 @@ func putString(area []byte, at int, s string) {
 	binary.LittleEndian.PutUint32(area[at+4:], uint32(len(s)))
 }
 
-// putStrings writes a list<string>.
-func putStrings(area []byte, at int, list []string) {
-	elements, address := result(uint32(len(list)) * 8)
-	for i, s := range list {
-		putString(elements, i*8, s)
+// putList writes a list of count elements of size bytes each, written by put at their offset.
+func putList(area []byte, at int, count, size int, put func(elements []byte, index, at int)) {
+	elements, address := result(uint32(count * size))
+	for i := range count {
+		put(elements, i, i*size)
 	}
 	binary.LittleEndian.PutUint32(area[at:], address)
-	binary.LittleEndian.PutUint32(area[at+4:], uint32(len(list)))
+	binary.LittleEndian.PutUint32(area[at+4:], uint32(count))
+}
+
+// putStrings writes a list<string>.
+func putStrings(area []byte, at int, list []string) {
+	putList(area, at, len(list), 8, func(elements []byte, i, at int) { putString(elements, at, list[i]) })
+}
+
+// putOptionalString writes an option<string> (12 bytes: the case, then the string at 4).
+func putOptionalString(area []byte, at int, value json.RawMessage) {
+	if value == nil {
+		area[at] = 0
+		return
+	}
+	area[at] = 1
+	putString(area, at+4, string(value))
 }
 
 // putGVK writes a group-version-kind record (36 bytes: four strings and a bool).
@@ -133,6 +181,61 @@ func putGVK(area []byte, at int, k GroupVersionKind) {
 	putString(area, at+16, k.Kind)
 	putString(area, at+24, k.Plural)
 	area[at+32] = boolByte(k.Namespaced)
+}
+
+// relatedResourceSize is a related-resource record's: name 0, kind 8 (36 bytes), selector 44
+// (a variant: the case, then its string at 4), secret-view 56; 57 rounded up to 4.
+const relatedResourceSize = 60
+
+// putRelatedResource writes a related-resource record.
+func putRelatedResource(area []byte, at int, related Related) {
+	putString(area, at, related.Name)
+	putGVK(area, at+8, gvk(related.Kind))
+	area[at+44] = byte(related.Selector.Type)
+	putString(area, at+48, related.Selector.Value)
+	// The contract's secret-view lists full first; the SDK's zero value is the safe data-hash.
+	view := byte(1)
+	if related.SecretView == SecretFull {
+		view = 0
+	}
+	area[at+56] = view
+}
+
+// childSize is a child record's: object 0, update 8, on-prune 9, ready-when 12 (an
+// option<readiness>: the case, then the readiness variant at 16: its case, then at 20 a
+// condition's string or a field-value's path and value).
+const childSize = 36
+
+// putChild writes a child record.
+func putChild(area []byte, at int, child ResponseChild) {
+	putString(area, at, child.Object)
+	area[at+8] = byte(child.Options.Update)
+	area[at+9] = byte(child.Options.OnPrune)
+	readiness := child.Options.ReadyWhen
+	if readiness == nil {
+		area[at+12] = 0
+		return
+	}
+	area[at+12] = 1
+	if readiness.Condition != "" {
+		area[at+16] = 0
+		putString(area, at+20, readiness.Condition)
+		return
+	}
+	area[at+16] = 1
+	putString(area, at+20, readiness.Path)
+	putString(area, at+28, readiness.Value)
+}
+
+// fieldErrorSize is a field-error record's: reason 0, field 4, value 12 (an option<string>),
+// detail 24.
+const fieldErrorSize = 32
+
+func putFieldError(area []byte, at int, err FieldError) {
+	area[at] = byte(err.Reason)
+	putString(area, at+4, err.Field)
+	putOptionalString(area, at+12, err.Value)
+	putString(area, at+24, err.Detail)
 }
 
 func boolByte(b bool) byte {
@@ -154,7 +257,7 @@ func putOptionU64(area []byte, at int, value *uint64) {
 
 // returnBytes is the return area, cleared.
 func returnBytes() ([]byte, uint32) {
-	returnArea = [9]uint64{}
+	returnArea = [len(returnArea)]uint64{}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&returnArea[0])), len(returnArea)*8),
 		uint32(uintptr(unsafe.Pointer(&returnArea[0])))
 }
@@ -178,7 +281,7 @@ func guarded[T any](call func() T) T {
 	return call()
 }
 
-//go:wasmexport operator-host:reconciler/plugin@0.1.0#info
+//go:wasmexport operator-host:reconciler/plugin@0.3.0#info
 func exportInfo() uint32 {
 	return guarded(func() uint32 {
 		info, err := mustBeRegistered().info()
@@ -187,18 +290,17 @@ func exportInfo() uint32 {
 		}
 		area, address := returnBytes()
 		// plugin-info: name 0, version 8, parent 16 (36 bytes), children 52, needs-finalize
-		// 60, crd 64.
+		// 60, crd 64, related 72, implements 80 (flags: one byte).
 		putString(area, 0, info.Name)
 		putString(area, 8, info.Version)
 		putGVK(area, 16, info.Parent)
-		children, childrenAddress := result(uint32(len(info.Children)) * 36)
-		for i, child := range info.Children {
-			putGVK(children, i*36, child)
-		}
-		binary.LittleEndian.PutUint32(area[52:], childrenAddress)
-		binary.LittleEndian.PutUint32(area[56:], uint32(len(info.Children)))
+		putList(area, 52, len(info.Children), 36, func(elements []byte, i, at int) { putGVK(elements, at, info.Children[i]) })
 		area[60] = boolByte(info.NeedsFinalize)
 		putString(area, 64, info.CRD)
+		putList(area, 72, len(info.Related), relatedResourceSize, func(elements []byte, i, at int) {
+			putRelatedResource(elements, at, info.Related[i])
+		})
+		area[80] = byte(info.Implements)
 		return address
 	})
 }
@@ -212,11 +314,21 @@ func putError(area []byte, err error) {
 	putString(area, 12, message)
 }
 
-//go:wasmexport operator-host:reconciler/plugin@0.1.0#reconcile
-func exportReconcile(parent, parentLength, observed, observedCount uint32) uint32 {
-	parentText, observedText := takeString(parent, parentLength), takeStrings(observed, observedCount)
+// takeRequest reads a reconcile-request, flattened: the parent, the observed children, the
+// related objects.
+func takeRequest(parent, parentLength, observed, observedCount, related, relatedCount uint32) Request {
+	return Request{
+		Parent:   takeString(parent, parentLength),
+		Observed: takeStrings(observed, observedCount),
+		Related:  takeRelated(related, relatedCount),
+	}
+}
+
+//go:wasmexport operator-host:reconciler/plugin@0.3.0#reconcile
+func exportReconcile(parent, parentLength, observed, observedCount, related, relatedCount uint32) uint32 {
+	request := takeRequest(parent, parentLength, observed, observedCount, related, relatedCount)
 	return guarded(func() uint32 {
-		response, err := mustBeRegistered().reconcile(parentText, observedText)
+		response, err := mustBeRegistered().reconcile(request)
 		area, address := returnBytes()
 		if err != nil {
 			putError(area, err)
@@ -224,18 +336,20 @@ func exportReconcile(parent, parentLength, observed, observedCount uint32) uint3
 		}
 		// result<reconcile-response, _>: the case at 0, the response at 8 (children 8,
 		// status 16, requeue-after-ms 24).
-		putStrings(area, 8, response.Children)
+		putList(area, 8, len(response.Children), childSize, func(elements []byte, i, at int) {
+			putChild(elements, at, response.Children[i])
+		})
 		putString(area, 16, response.Status)
 		putOptionU64(area, 24, response.RequeueAfterMs)
 		return address
 	})
 }
 
-//go:wasmexport operator-host:reconciler/plugin@0.1.0#finalize
-func exportFinalize(parent, parentLength, observed, observedCount uint32) uint32 {
-	parentText, observedText := takeString(parent, parentLength), takeStrings(observed, observedCount)
+//go:wasmexport operator-host:reconciler/plugin@0.3.0#finalize
+func exportFinalize(parent, parentLength, observed, observedCount, related, relatedCount uint32) uint32 {
+	request := takeRequest(parent, parentLength, observed, observedCount, related, relatedCount)
 	return guarded(func() uint32 {
-		finalized, err := mustBeRegistered().finalize(parentText, observedText)
+		finalized, err := mustBeRegistered().finalize(request)
 		area, address := returnBytes()
 		if err != nil {
 			putError(area, err)
@@ -250,18 +364,77 @@ func exportFinalize(parent, parentLength, observed, observedCount uint32) uint32
 	})
 }
 
+// exportValidate takes an admission-request flattened: the operation, the object and the old
+// object (each an option<string>: case, address, length), the user, dry-run.
+//
+//go:wasmexport operator-host:reconciler/plugin@0.3.0#validate
+func exportValidate(operation, objectPresent, object, objectLength, oldPresent, old, oldLength, user, userLength, dryRun uint32) uint32 {
+	request := AdmissionRequest{
+		Operation: Operation(operation),
+		Object:    takeOptionalString(objectPresent, object, objectLength),
+		OldObject: takeOptionalString(oldPresent, old, oldLength),
+		User:      takeString(user, userLength),
+		DryRun:    dryRun != 0,
+	}
+	return guarded(func() uint32 {
+		validation := mustBeRegistered().validate(request)
+		area, address := returnBytes()
+		// validation: errors 0, warnings 8.
+		errors := validation.Errors()
+		putList(area, 0, len(errors), fieldErrorSize, func(elements []byte, i, at int) { putFieldError(elements, at, errors[i]) })
+		putStrings(area, 8, validation.Warnings())
+		return address
+	})
+}
+
+// putStringResult writes a result<string, string>: the case at 0, the string at 4.
+func putStringResult(text string, err error) uint32 {
+	area, address := returnBytes()
+	if err != nil {
+		area[0] = 1
+		text = err.Error()
+	}
+	putString(area, 4, text)
+	return address
+}
+
+//go:wasmexport operator-host:reconciler/plugin@0.3.0#default
+func exportDefault(object, objectLength uint32) uint32 {
+	text := takeString(object, objectLength)
+	return guarded(func() uint32 {
+		return putStringResult(mustBeRegistered().defaultObject(text))
+	})
+}
+
+//go:wasmexport operator-host:reconciler/plugin@0.3.0#convert
+func exportConvert(object, objectLength, toVersion, toVersionLength uint32) uint32 {
+	text, version := takeString(object, objectLength), takeString(toVersion, toVersionLength)
+	return guarded(func() uint32 {
+		return putStringResult(mustBeRegistered().convert(text, version))
+	})
+}
+
 // The post-returns release what a call returned, once the host has copied it out.
 
-//go:wasmexport cabi_post_operator-host:reconciler/plugin@0.1.0#info
+//go:wasmexport cabi_post_operator-host:reconciler/plugin@0.3.0#info
 func postInfo(uint32) { results = nil }
 
-//go:wasmexport cabi_post_operator-host:reconciler/plugin@0.1.0#reconcile
+//go:wasmexport cabi_post_operator-host:reconciler/plugin@0.3.0#reconcile
 func postReconcile(uint32) { results = nil }
 
-//go:wasmexport cabi_post_operator-host:reconciler/plugin@0.1.0#finalize
+//go:wasmexport cabi_post_operator-host:reconciler/plugin@0.3.0#finalize
 func postFinalize(uint32) { results = nil }
 
-//go:wasmimport operator-host:reconciler/host-log@0.1.0 log
+//go:wasmexport cabi_post_operator-host:reconciler/plugin@0.3.0#validate
+func postValidate(uint32) { results = nil }
+
+//go:wasmexport cabi_post_operator-host:reconciler/plugin@0.3.0#default
+func postDefault(uint32) { results = nil }
+
+//go:wasmexport cabi_post_operator-host:reconciler/plugin@0.3.0#convert
+func postConvert(uint32) { results = nil }
+
+//go:wasmimport operator-host:reconciler/host-log@0.3.0 log
 func hostLog(level uint32, message unsafe.Pointer, length uint32)
 
 func logAt(level logLevel, message string) {

@@ -1,8 +1,12 @@
-// Kinds, the children the host observed, and the children and status a plugin desires.
+// Kinds, the children and related objects the host observed, and the children (with how to
+// apply each) and status a plugin desires.
 
 package operatorhost
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // Kind is a Kubernetes kind a plugin reconciles or creates.
 type Kind struct {
@@ -92,9 +96,11 @@ func findObject[T any](objects []T, kind Kind, name string) map[string]any {
 	return nil
 }
 
-// Observed is the children the host observed for one parent, as read from the API server.
+// Observed is the children the host observed for one parent, as read from the API server,
+// and the related objects the plugin declared (Plugin.Related).
 type Observed struct {
 	objects []any
+	related map[string][]any
 }
 
 // NewObserved is the observed children from the JSON texts of a request. A text that is not
@@ -109,6 +115,73 @@ func NewObserved(objects []string) (*Observed, error) {
 		observed.objects = append(observed.objects, object)
 	}
 	return observed, nil
+}
+
+// WithRelated is o with objects as the related objects declared as name (for a plugin's own
+// tests; the host's come with the request). The objects go through JSON as the host's would.
+// It panics when an object does not encode as JSON.
+func (o *Observed) WithRelated(name string, objects ...any) *Observed {
+	if o.related == nil {
+		o.related = map[string][]any{}
+	}
+	copied := make([]any, len(objects))
+	for i, object := range objects {
+		copied[i] = jsonCopy(object, "related object "+DebugString(name))
+	}
+	o.related[name] = copied
+	return o
+}
+
+// addRelated adds the related objects declared as name from the JSON texts of a request; a
+// text that is not JSON is a *Retry, as an observed child's is.
+func (o *Observed) addRelated(name string, texts []string) error {
+	if o.related == nil {
+		o.related = map[string][]any{}
+	}
+	objects := make([]any, 0, len(texts))
+	for index, text := range texts {
+		object, err := ParseJSON(text)
+		if err != nil {
+			return &Retry{Message: fmt.Sprintf("related %s #%d is not valid JSON: %v", name, index, err)}
+		}
+		objects = append(objects, object)
+	}
+	o.related[name] = objects
+	return nil
+}
+
+// Related is the related objects declared as name (Plugin.Related), as JSON, in the order the
+// host sent them: empty when none matches, and for a name that was not declared.
+func (o *Observed) Related(name string) []map[string]any {
+	var related []map[string]any
+	if o == nil {
+		return related
+	}
+	for _, item := range o.related[name] {
+		if object, ok := item.(map[string]any); ok {
+			related = append(related, object)
+		}
+	}
+	return related
+}
+
+// RelatedAs is the related objects declared as name, each decoded as T with encoding/json (a
+// type with the fields the plugin reads). One that does not decode is a *Retry naming it.
+func RelatedAs[T any](o *Observed, name string) ([]T, error) {
+	objects := o.Related(name)
+	decoded := make([]T, 0, len(objects))
+	for index, object := range objects {
+		var value T
+		text, err := json.Marshal(object)
+		if err == nil {
+			err = json.Unmarshal(text, &value)
+		}
+		if err != nil {
+			return nil, &Retry{Message: fmt.Sprintf("related %s #%d does not decode: %v", name, index, err)}
+		}
+		decoded = append(decoded, value)
+	}
+	return decoded, nil
 }
 
 // Get is the observed child of kind named name, as JSON (numbers are json.Number), or nil.
@@ -162,6 +235,9 @@ func (o *Observed) Workload(kind Kind, name string) (*WorkloadView, error) {
 type Desired struct {
 	// Children are the desired children as JSON objects, with apiVersion and kind.
 	Children []map[string]any
+	// Options are how the host handles each child, by index in Children; a child without an
+	// entry gets the zero ChildOptions.
+	Options []ChildOptions
 	// Status is the parent's status, as JSON.
 	Status any
 	// RequeueAfterMs asks to be called again after this many milliseconds even if nothing
@@ -180,6 +256,13 @@ type Desired struct {
 // Child panics when object does not encode as JSON (a NaN, a channel) or its apiVersion or kind
 // is not a string: those are bugs in the plugin, which the host reports as such.
 func (d *Desired) Child(kind Kind, object map[string]any) *Desired {
+	return d.ChildWith(kind, object, ChildOptions{})
+}
+
+// ChildWith adds object as a child of kind, as Child does, that the host applies, prunes or
+// waits for as options say: an update strategy, a delete policy, a readiness barrier for the
+// children added after it.
+func (d *Desired) ChildWith(kind Kind, object map[string]any, options ChildOptions) *Desired {
 	child := jsonCopy(object, "a "+kind.Kind+" child")
 	value, ok := child.(map[string]any)
 	if !ok {
@@ -197,8 +280,37 @@ func (d *Desired) Child(kind Kind, object map[string]any) *Desired {
 		panic(fmt.Sprintf("operatorhost: a %s child needs apiVersion and kind as strings", kind.Kind))
 	}
 	stampSpecHash(value)
+	// Children appended to Children directly have no entry: pad with the default.
+	for len(d.Options) < len(d.Children) {
+		d.Options = append(d.Options, ChildOptions{})
+	}
 	d.Children = append(d.Children, value)
+	d.Options = append(d.Options, options)
 	return d
+}
+
+// OptionsOf is the options of the desired child of kind named name, and whether it is desired.
+func (d *Desired) OptionsOf(kind Kind, name string) (ChildOptions, bool) {
+	if d == nil {
+		return ChildOptions{}, false
+	}
+	for index, object := range d.Children {
+		if !objectIsKind(object, kind) {
+			continue
+		}
+		if found, ok := objectName(object); ok && found == name {
+			return d.optionsAt(index), true
+		}
+	}
+	return ChildOptions{}, false
+}
+
+// optionsAt is the options of the child at index, the default when it has no entry.
+func (d *Desired) optionsAt(index int) ChildOptions {
+	if index < len(d.Options) {
+		return d.Options[index]
+	}
+	return ChildOptions{}
 }
 
 // SetStatus sets the parent's status (any value encoding/json accepts, normally the parent's

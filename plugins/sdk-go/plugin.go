@@ -1,5 +1,5 @@
-// The plugin declared once (its parent kind, typed spec and status, child kinds, handlers) and
-// the contract's three calls made from it.
+// The plugin declared once (its parent kind, typed spec and status, child and related kinds,
+// handlers) and the contract's calls made from it.
 
 package operatorhost
 
@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -49,6 +50,7 @@ func (k ParentKind) AsKind() Kind {
 // ObjectMeta is the parent's metadata, as far as a plugin reads it.
 type ObjectMeta struct {
 	Name              string            `json:"name,omitempty"`
+	GenerateName      string            `json:"generateName,omitempty"`
 	Namespace         string            `json:"namespace,omitempty"`
 	UID               string            `json:"uid,omitempty"`
 	Generation        *int64            `json:"generation,omitempty"`
@@ -58,6 +60,15 @@ type ObjectMeta struct {
 	Finalizers        []string          `json:"finalizers,omitempty"`
 	CreationTimestamp string            `json:"creationTimestamp,omitempty"`
 	DeletionTimestamp string            `json:"deletionTimestamp,omitempty"`
+}
+
+// NameAny is the name, or the generateName prefix of an object created without one (at
+// admission, before the API server has named it), as kube's ResourceExt::name_any.
+func (m ObjectMeta) NameAny() string {
+	if m.Name != "" {
+		return m.Name
+	}
+	return m.GenerateName
 }
 
 // Parent is the parent custom resource: its metadata, its spec decoded as Spec, and its
@@ -89,7 +100,60 @@ type Plugin[Spec, Status any] struct {
 	// Finalize, when set, is called before a parent is deleted (the host then puts a
 	// finalizer on every parent).
 	Finalize func(parent *Parent[Spec, Status], observed *Observed) (Finalized, error)
+	// Related are other objects the plugin reads (a Secret named in the spec, ConfigMaps by
+	// label): the host watches them, passes them in Observed.Related, and reconciles the
+	// parents that refer to one when it changes.
+	Related []Related
+
+	// The admission and conversion handlers: each one set is declared in plugin-info's
+	// implements, so the host calls it; one left nil is never called.
+
+	// Validate refuses (field errors) or warns about a parent before it is stored: created
+	// (old is nil) or updated from old. A parent that does not decode as Spec is refused with
+	// the field that does not before Validate is called. A nil Validation refuses nothing.
+	Validate func(parent, old *Parent[Spec, Status]) *Validation
+	// ValidateDelete refuses the deletion of a parent.
+	ValidateDelete func(parent *Parent[Spec, Status]) *Validation
+	// Default fills in defaults of a parent being created or updated, before Validate. Only
+	// the fields it changes (in Metadata's labels and annotations, Spec) change in the stored
+	// object; it must be idempotent.
+	Default func(parent *Parent[Spec, Status])
+	// Convert is the parent object (of any version the CRD serves) converted to toVersion,
+	// apiVersion included. Converting to the object's own version must give it back
+	// unchanged, and a round trip must too. Required when the CRD serves more than one
+	// version (OtherVersions).
+	Convert func(object map[string]any, toVersion string) (map[string]any, error)
+	// OtherVersions are the versions the CRD serves besides Parent.Version (the one the
+	// handlers decode), each with its own schema: see ServedVersionOf.
+	OtherVersions []ServedVersion
+	// StorageVersion is the version the API server stores; Parent.Version when empty.
+	StorageVersion string
 }
+
+// ServedVersion is a version the parent's CRD serves besides the one the plugin decodes.
+type ServedVersion struct {
+	Name           string
+	PrinterColumns []PrinterColumn
+	spec, status   reflect.Type
+}
+
+// ServedVersionOf is the version name of the parent kind whose schema is made from Spec and
+// Status, as the plugin's own version is from the plugin's type parameters.
+func ServedVersionOf[Spec, Status any](name string, columns ...PrinterColumn) ServedVersion {
+	return ServedVersion{Name: name, PrinterColumns: columns, spec: reflect.TypeFor[Spec](), status: reflect.TypeFor[Status]()}
+}
+
+// Capabilities are the calls beyond reconcile and finalize a plugin implements: the
+// contract's plugin-info.implements flags.
+type Capabilities uint8
+
+// The capabilities, one bit each in the contract's order.
+const (
+	CanValidate Capabilities = 1 << iota
+	CanValidateDelete
+	CanDefault
+	CanConvert
+)
 
 // GroupVersionKind is a kind as the contract declares it.
 type GroupVersionKind struct {
@@ -104,21 +168,68 @@ type PluginInfo struct {
 	Children      []GroupVersionKind
 	NeedsFinalize bool
 	// CRD is the CustomResourceDefinition as JSON.
-	CRD string
+	CRD        string
+	Related    []Related
+	Implements Capabilities
+}
+
+// Request is the contract's reconcile-request: the parent, the observed children and the
+// related objects, as JSON texts.
+type Request struct {
+	Parent   string
+	Observed []string
+	// Related holds one entry per declared Related, in that order.
+	Related []RelatedObjects
+}
+
+// RelatedObjects is the objects of one Related for one parent.
+type RelatedObjects struct {
+	Name    string
+	Objects []string
 }
 
 // Response is the contract's reconcile-response.
 type Response struct {
-	Children       []string
+	Children       []ResponseChild
 	Status         string
 	RequeueAfterMs *uint64
+}
+
+// ResponseChild is the contract's child: the object as JSON and how the host handles it.
+type ResponseChild struct {
+	Object  string
+	Options ChildOptions
+}
+
+// Operation is what an admission request does to a parent.
+type Operation uint8
+
+// The operations, in the contract's order.
+const (
+	OperationCreate Operation = iota
+	OperationUpdate
+	OperationDelete
+)
+
+// AdmissionRequest is the contract's admission-request.
+type AdmissionRequest struct {
+	Operation Operation
+	// Object is the parent as it would be stored (JSON); nil for a delete.
+	Object *string
+	// OldObject is the parent as stored before: for updates and deletes.
+	OldObject *string
+	User      string
+	DryRun    bool
 }
 
 // handler is a registered plugin with its types erased: what the contract's exports call.
 type handler interface {
 	info() (PluginInfo, error)
-	reconcile(parent string, observed []string) (Response, error)
-	finalize(parent string, observed []string) (Finalized, error)
+	reconcile(request Request) (Response, error)
+	finalize(request Request) (Finalized, error)
+	validate(request AdmissionRequest) *Validation
+	defaultObject(object string) (string, error)
+	convert(object, toVersion string) (string, error)
 }
 
 var registered handler
@@ -131,6 +242,9 @@ func Register[Spec, Status any](p *Plugin[Spec, Status]) {
 	}
 	if p.Reconcile == nil {
 		panic("operatorhost.Register: the plugin needs a Reconcile function")
+	}
+	if len(p.OtherVersions) > 0 && p.Convert == nil {
+		panic(fmt.Sprintf("operatorhost.Register: the %s CRD serves %d versions, so the plugin needs a Convert function", p.Parent.Kind, len(p.OtherVersions)+1))
 	}
 	registered = p
 }
@@ -158,37 +272,103 @@ func (p *Plugin[Spec, Status]) info() (PluginInfo, error) {
 	for _, child := range p.Children {
 		info.Children = append(info.Children, gvk(child))
 	}
+	info.Related = p.Related
+	info.Implements = p.implements()
 	return info, nil
+}
+
+// implements is the handlers the plugin set, as the contract's flags.
+func (p *Plugin[Spec, Status]) implements() Capabilities {
+	var implements Capabilities
+	for _, handler := range []struct {
+		set        bool
+		capability Capabilities
+	}{
+		{p.Validate != nil, CanValidate},
+		{p.ValidateDelete != nil, CanValidateDelete},
+		{p.Default != nil, CanDefault},
+		{p.Convert != nil, CanConvert},
+	} {
+		if handler.set {
+			implements |= handler.capability
+		}
+	}
+	return implements
 }
 
 // hasStatus: a Status type other than struct{} gives the CRD a status subresource.
 func (p *Plugin[Spec, Status]) hasStatus() bool {
-	t := reflect.TypeFor[Status]()
+	return isStatusType(reflect.TypeFor[Status]())
+}
+
+func isStatusType(t reflect.Type) bool {
 	return !(t.Kind() == reflect.Struct && t.NumField() == 0)
 }
 
-// CRD is the CustomResourceDefinition (apiextensions.k8s.io/v1) of the parent kind, as the
-// Rust SDK's kube derive writes it.
-func (p *Plugin[Spec, Status]) CRD() (map[string]any, error) {
-	k := p.Parent
-	spec, err := SchemaOf(reflect.TypeFor[Spec]())
+// crdVersion is one entry of the CRD's spec.versions, as the Rust SDK's kube derive writes it.
+func (k ParentKind) crdVersion(name string, specType, statusType reflect.Type, printerColumns []PrinterColumn, storage bool) (map[string]any, error) {
+	spec, err := SchemaOf(specType)
 	if err != nil {
-		return nil, fmt.Errorf("the spec of %s: %w", k.Kind, err)
+		return nil, fmt.Errorf("the spec of %s %s: %w", k.Kind, name, err)
 	}
 	properties := map[string]any{"spec": spec}
 	subresources := map[string]any{}
-	if p.hasStatus() {
-		status, err := SchemaOf(reflect.TypeFor[Status]())
+	if isStatusType(statusType) {
+		status, err := SchemaOf(statusType)
 		if err != nil {
-			return nil, fmt.Errorf("the status of %s: %w", k.Kind, err)
+			return nil, fmt.Errorf("the status of %s %s: %w", k.Kind, name, err)
 		}
 		status["nullable"] = true
 		properties["status"] = status
 		subresources["status"] = map[string]any{}
 	}
 	columns := []any{}
-	for _, column := range p.PrinterColumnsJSON() {
+	for _, column := range printerColumnsJSON(printerColumns) {
 		columns = append(columns, column)
+	}
+	return map[string]any{
+		"additionalPrinterColumns": columns,
+		"name":                     name,
+		"schema": map[string]any{"openAPIV3Schema": map[string]any{
+			"description": fmt.Sprintf("Auto-generated derived type for %sSpec via `CustomResource`", k.Kind),
+			"properties":  properties,
+			"required":    []any{"spec"},
+			"title":       k.Kind,
+			"type":        "object",
+		}},
+		"served":       true,
+		"storage":      storage,
+		"subresources": subresources,
+	}, nil
+}
+
+// CRD is the CustomResourceDefinition (apiextensions.k8s.io/v1) of the parent kind, as the
+// Rust SDK's kube derive writes it: Parent.Version, then OtherVersions.
+func (p *Plugin[Spec, Status]) CRD() (map[string]any, error) {
+	k := p.Parent
+	storageVersion := p.StorageVersion
+	if storageVersion == "" {
+		storageVersion = k.Version
+	}
+	own, err := k.crdVersion(k.Version, reflect.TypeFor[Spec](), reflect.TypeFor[Status](), k.PrinterColumns, storageVersion == k.Version)
+	if err != nil {
+		return nil, err
+	}
+	versions := []any{own}
+	storageFound := storageVersion == k.Version
+	for _, other := range p.OtherVersions {
+		if other.spec == nil || other.status == nil {
+			return nil, fmt.Errorf("the %s version %s has no schema: make it with ServedVersionOf", k.Kind, DebugString(other.Name))
+		}
+		version, err := k.crdVersion(other.Name, other.spec, other.status, other.PrinterColumns, storageVersion == other.Name)
+		if err != nil {
+			return nil, err
+		}
+		storageFound = storageFound || storageVersion == other.Name
+		versions = append(versions, version)
+	}
+	if !storageFound {
+		return nil, fmt.Errorf("the %s storage version %s is not one the CRD serves (%s or one of OtherVersions)", k.Kind, DebugString(storageVersion), DebugString(k.Version))
 	}
 	singular := k.Singular
 	if singular == "" {
@@ -210,31 +390,22 @@ func (p *Plugin[Spec, Status]) CRD() (map[string]any, error) {
 		"kind":       "CustomResourceDefinition",
 		"metadata":   map[string]any{"name": k.plural() + "." + k.Group},
 		"spec": map[string]any{
-			"group": k.Group,
-			"names": names,
-			"scope": scope,
-			"versions": []any{map[string]any{
-				"additionalPrinterColumns": columns,
-				"name":                     k.Version,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{
-					"description": fmt.Sprintf("Auto-generated derived type for %sSpec via `CustomResource`", k.Kind),
-					"properties":  properties,
-					"required":    []any{"spec"},
-					"title":       k.Kind,
-					"type":        "object",
-				}},
-				"served":       true,
-				"storage":      true,
-				"subresources": subresources,
-			}},
+			"group":    k.Group,
+			"names":    names,
+			"scope":    scope,
+			"versions": versions,
 		},
 	}, nil
 }
 
 // PrinterColumnsJSON is the parent kind's printer columns as the CRD holds them.
 func (p *Plugin[Spec, Status]) PrinterColumnsJSON() []map[string]any {
+	return printerColumnsJSON(p.Parent.PrinterColumns)
+}
+
+func printerColumnsJSON(printerColumns []PrinterColumn) []map[string]any {
 	var columns []map[string]any
-	for _, c := range p.Parent.PrinterColumns {
+	for _, c := range printerColumns {
 		column := map[string]any{"jsonPath": c.JSONPath, "name": c.Name, "type": c.Type}
 		if c.Priority != 0 {
 			column["priority"] = c.Priority
@@ -253,15 +424,11 @@ func (p *Plugin[Spec, Status]) PrinterColumnsJSON() []map[string]any {
 // forever.
 func (p *Plugin[Spec, Status]) Decode(object map[string]any) (*Parent[Spec, Status], error) {
 	parent := &Parent[Spec, Status]{Raw: object}
-	if metadata, ok := object["metadata"]; ok {
-		text, err := json.Marshal(metadata)
-		if err == nil {
-			err = json.Unmarshal(text, &parent.Metadata)
-		}
-		if err != nil {
-			return nil, &InvalidSpec{Message: fmt.Sprintf("the %s's metadata does not decode: %v", p.Parent.Kind, err)}
-		}
+	metadata, err := decodeMetadata(object)
+	if err != nil {
+		return nil, &InvalidSpec{Message: fmt.Sprintf("the %s's metadata does not decode: %v", p.Parent.Kind, err)}
 	}
+	parent.Metadata = metadata
 	spec, present := object["spec"]
 	if !present {
 		return nil, &InvalidSpec{Message: fmt.Sprintf("the %s does not match its schema: missing field `spec`", p.Parent.Kind)}
@@ -286,30 +453,78 @@ func (p *Plugin[Spec, Status]) Decode(object map[string]any) (*Parent[Spec, Stat
 	return parent, nil
 }
 
+// decodeMetadata is the object's metadata, as far as ObjectMeta reads it.
+func decodeMetadata(object map[string]any) (ObjectMeta, error) {
+	var decoded ObjectMeta
+	metadata, ok := object["metadata"]
+	if !ok {
+		return decoded, nil
+	}
+	text, err := json.Marshal(metadata)
+	if err == nil {
+		err = json.Unmarshal(text, &decoded)
+	}
+	return decoded, err
+}
+
 // Run is one reconcile of parent with observed children, as the host makes it, for a plugin's
 // own tests: the objects go through JSON as they would from the host.
 func (p *Plugin[Spec, Status]) Run(parent any, observed ...any) (*Desired, error) {
-	text, err := CanonicalJSON(parent)
+	return p.RunWithRelated(parent, nil, observed...)
+}
+
+// RunWithRelated is Run with related objects, by the name they are declared under.
+func (p *Plugin[Spec, Status]) RunWithRelated(parent any, related map[string][]any, observed ...any) (*Desired, error) {
+	request, err := testRequest(p.Related, parent, related, observed)
 	if err != nil {
 		return nil, err
 	}
-	var observedText []string
-	for _, child := range observed {
-		childText, err := CanonicalJSON(child)
-		if err != nil {
-			return nil, err
-		}
-		observedText = append(observedText, childText)
-	}
-	decoded, children, err := p.decodeRequest(text, observedText)
+	decoded, children, err := p.decodeRequest(request)
 	if err != nil {
 		return nil, err
 	}
 	return p.Reconcile(decoded, children)
 }
 
-func (p *Plugin[Spec, Status]) decodeRequest(parentText string, observedText []string) (*Parent[Spec, Status], *Observed, error) {
-	value, err := ParseJSON(parentText)
+// testRequest is the request the host would send: the related objects in the order of the
+// declarations, and an entry for each declaration.
+func testRequest(declared []Related, parent any, related map[string][]any, observed []any) (Request, error) {
+	texts := func(objects []any) ([]string, error) {
+		var all []string
+		for _, object := range objects {
+			text, err := CanonicalJSON(object)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, text)
+		}
+		return all, nil
+	}
+	var request Request
+	var err error
+	if request.Parent, err = CanonicalJSON(parent); err != nil {
+		return request, err
+	}
+	if request.Observed, err = texts(observed); err != nil {
+		return request, err
+	}
+	for _, declaration := range declared {
+		objects, err := texts(related[declaration.Name])
+		if err != nil {
+			return request, err
+		}
+		request.Related = append(request.Related, RelatedObjects{Name: declaration.Name, Objects: objects})
+	}
+	for name := range related {
+		if !slices.ContainsFunc(declared, func(r Related) bool { return r.Name == name }) {
+			return request, fmt.Errorf("related objects given as %s, which the plugin does not declare", DebugString(name))
+		}
+	}
+	return request, nil
+}
+
+func (p *Plugin[Spec, Status]) decodeRequest(request Request) (*Parent[Spec, Status], *Observed, error) {
+	value, err := ParseJSON(request.Parent)
 	if err != nil {
 		return nil, nil, &Retry{Message: fmt.Sprintf("the parent is not valid JSON: %v", err)}
 	}
@@ -321,15 +536,20 @@ func (p *Plugin[Spec, Status]) decodeRequest(parentText string, observedText []s
 	if err != nil {
 		return nil, nil, err
 	}
-	observed, err := NewObserved(observedText)
+	observed, err := NewObserved(request.Observed)
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, related := range request.Related {
+		if err := observed.addRelated(related.Name, related.Objects); err != nil {
+			return nil, nil, err
+		}
 	}
 	return parent, observed, nil
 }
 
-func (p *Plugin[Spec, Status]) reconcile(parentText string, observedText []string) (Response, error) {
-	parent, observed, err := p.decodeRequest(parentText, observedText)
+func (p *Plugin[Spec, Status]) reconcile(request Request) (Response, error) {
+	parent, observed, err := p.decodeRequest(request)
 	if err != nil {
 		return Response{}, err
 	}
@@ -341,12 +561,12 @@ func (p *Plugin[Spec, Status]) reconcile(parentText string, observedText []strin
 		return Response{}, errors.New("Reconcile returned no Desired")
 	}
 	var response Response
-	for _, child := range desired.Children {
+	for index, child := range desired.Children {
 		text, err := CanonicalJSON(child)
 		if err != nil {
 			return Response{}, fmt.Errorf("a child does not encode as JSON: %w", err)
 		}
-		response.Children = append(response.Children, text)
+		response.Children = append(response.Children, ResponseChild{Object: text, Options: desired.optionsAt(index)})
 	}
 	status := desired.Status
 	if status == nil {
@@ -359,8 +579,8 @@ func (p *Plugin[Spec, Status]) reconcile(parentText string, observedText []strin
 	return response, nil
 }
 
-func (p *Plugin[Spec, Status]) finalize(parentText string, observedText []string) (Finalized, error) {
-	parent, observed, err := p.decodeRequest(parentText, observedText)
+func (p *Plugin[Spec, Status]) finalize(request Request) (Finalized, error) {
+	parent, observed, err := p.decodeRequest(request)
 	if err != nil {
 		return Finalized{}, err
 	}
@@ -368,6 +588,207 @@ func (p *Plugin[Spec, Status]) finalize(parentText string, observedText []string
 		return Finalized{Done: true}, nil
 	}
 	return p.Finalize(parent, observed)
+}
+
+// decodeForAdmission is the parent of an admission request, or nil with the field error of
+// what does not decode added to validation.
+func (p *Plugin[Spec, Status]) decodeForAdmission(text string, validation *Validation) *Parent[Spec, Status] {
+	value, err := ParseJSON(text)
+	if err != nil {
+		validation.Invalid("", nil, "not JSON: "+err.Error())
+		return nil
+	}
+	object, ok := value.(map[string]any)
+	if !ok {
+		validation.Invalid("", value, fmt.Sprintf("a %s must be a JSON object", p.Parent.Kind))
+		return nil
+	}
+	if _, err := decodeMetadata(object); err != nil {
+		validation.Add(FieldError{Reason: FieldInvalid, Field: "metadata", Detail: err.Error()})
+		return nil
+	}
+	if _, present := object["spec"]; !present {
+		validation.Required("spec", fmt.Sprintf("a %s needs a spec", p.Parent.Kind))
+		return nil
+	}
+	// What remains are the spec's own errors, each `path: detail`.
+	parent, err := p.Decode(object)
+	if err != nil {
+		validation.Check(err)
+		return nil
+	}
+	return parent
+}
+
+func (p *Plugin[Spec, Status]) validate(request AdmissionRequest) *Validation {
+	validation := NewValidation()
+	switch request.Operation {
+	case OperationCreate, OperationUpdate:
+		if p.Validate == nil || request.Object == nil {
+			return validation
+		}
+		object := p.decodeForAdmission(*request.Object, validation)
+		// An old object that no longer decodes (a schema that changed since) is no reason to
+		// refuse the new one: it is validated as a create.
+		var old *Parent[Spec, Status]
+		if request.OldObject != nil {
+			old = p.decodeForAdmission(*request.OldObject, NewValidation())
+		}
+		if object != nil {
+			validation = p.Validate(object, old)
+		}
+	case OperationDelete:
+		if p.ValidateDelete == nil || request.OldObject == nil {
+			return validation
+		}
+		if old := p.decodeForAdmission(*request.OldObject, NewValidation()); old != nil {
+			validation = p.ValidateDelete(old)
+		}
+	}
+	if validation == nil {
+		validation = NewValidation()
+	}
+	return validation
+}
+
+// typedJSON is what the plugin's types hold of parent, as JSON values: what Default can change.
+func typedJSON[Spec, Status any](parent *Parent[Spec, Status]) (any, error) {
+	text, err := CanonicalJSON(map[string]any{"metadata": parent.Metadata, "spec": parent.Spec, "status": parent.Status})
+	if err != nil {
+		return nil, err
+	}
+	return ParseJSON(text)
+}
+
+// defaultObject is the object with only the fields Default changed changed, so that what Spec
+// does not model (or models with other defaults) stays as the user wrote it. An object that
+// does not decode is returned as it is, for validate to refuse.
+func (p *Plugin[Spec, Status]) defaultObject(text string) (string, error) {
+	if p.Default == nil {
+		return text, nil
+	}
+	value, err := ParseJSON(text)
+	if err != nil {
+		return "", fmt.Errorf("the %s to default is not JSON: %v", p.Parent.Kind, err)
+	}
+	object, ok := value.(map[string]any)
+	if !ok {
+		return "", fmt.Errorf("the %s to default is not a JSON object", p.Parent.Kind)
+	}
+	parent, err := p.Decode(object)
+	if err != nil {
+		return text, nil
+	}
+	before, err := typedJSON(parent)
+	if err != nil {
+		return "", fmt.Errorf("the %s to default does not encode: %v", p.Parent.Kind, err)
+	}
+	p.Default(parent)
+	after, err := typedJSON(parent)
+	if err != nil {
+		return "", fmt.Errorf("the %s defaulted does not encode: %v", p.Parent.Kind, err)
+	}
+	patch, changed := mergeDiff(before, after)
+	if !changed {
+		return text, nil
+	}
+	return CanonicalJSON(mergeApply(object, patch))
+}
+
+func (p *Plugin[Spec, Status]) convert(text, toVersion string) (string, error) {
+	if p.Convert == nil {
+		return "", fmt.Errorf("the %s plugin does not convert between versions (asked for %s)", p.Name, DebugString(toVersion))
+	}
+	value, err := ParseJSON(text)
+	if err != nil {
+		return "", fmt.Errorf("the %s to convert to %s is not JSON: %v", p.Parent.Kind, toVersion, err)
+	}
+	object, ok := value.(map[string]any)
+	if !ok {
+		return "", fmt.Errorf("the %s to convert to %s is not a JSON object", p.Parent.Kind, toVersion)
+	}
+	converted, err := p.Convert(object, toVersion)
+	if err != nil {
+		return "", err
+	}
+	if converted == nil {
+		return "", fmt.Errorf("Convert returned no %s for version %s", p.Parent.Kind, toVersion)
+	}
+	text, err = CanonicalJSON(converted)
+	if err != nil {
+		return "", fmt.Errorf("the %s converted to %s does not encode as JSON: %v", p.Parent.Kind, toVersion, err)
+	}
+	return text, nil
+}
+
+// RunValidate is the validation of object, created (old nil) or updated from old, as the host
+// asks for it, for a plugin's own tests: the objects go through JSON.
+func (p *Plugin[Spec, Status]) RunValidate(object, old any) (*Validation, error) {
+	request := AdmissionRequest{Operation: OperationCreate}
+	var err error
+	if request.Object, err = jsonText(object); err != nil {
+		return nil, err
+	}
+	if old != nil {
+		request.Operation = OperationUpdate
+		if request.OldObject, err = jsonText(old); err != nil {
+			return nil, err
+		}
+	}
+	return p.validate(request), nil
+}
+
+// RunValidateDelete is the validation of the deletion of old, as the host asks for it.
+func (p *Plugin[Spec, Status]) RunValidateDelete(old any) (*Validation, error) {
+	text, err := jsonText(old)
+	if err != nil {
+		return nil, err
+	}
+	return p.validate(AdmissionRequest{Operation: OperationDelete, OldObject: text}), nil
+}
+
+// RunDefault is object defaulted as the host asks for it, as JSON.
+func (p *Plugin[Spec, Status]) RunDefault(object any) (map[string]any, error) {
+	text, err := CanonicalJSON(object)
+	if err != nil {
+		return nil, err
+	}
+	if text, err = p.defaultObject(text); err != nil {
+		return nil, err
+	}
+	return jsonObject(text)
+}
+
+// RunConvert is object converted to toVersion as the host asks for it, as JSON.
+func (p *Plugin[Spec, Status]) RunConvert(object any, toVersion string) (map[string]any, error) {
+	text, err := CanonicalJSON(object)
+	if err != nil {
+		return nil, err
+	}
+	if text, err = p.convert(text, toVersion); err != nil {
+		return nil, err
+	}
+	return jsonObject(text)
+}
+
+func jsonText(value any) (*string, error) {
+	text, err := CanonicalJSON(value)
+	if err != nil {
+		return nil, err
+	}
+	return &text, nil
+}
+
+func jsonObject(text string) (map[string]any, error) {
+	value, err := ParseJSON(text)
+	if err != nil {
+		return nil, err
+	}
+	object, ok := value.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("not a JSON object: %s", text)
+	}
+	return object, nil
 }
 
 // contractError is err as the contract's reconcile-error: invalid-spec for an *InvalidSpec,
