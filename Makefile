@@ -205,12 +205,12 @@ manifests: host rust-plugins
 		'# operator-host rbac $(IMAGE_PLUGINS:%=target/plugins/%.wasm) --install-crds --name operator-host' \
 		'#   --policy $(MANIFESTS_BASE)/policy.yaml --leader-elect' \
 		'#   --leader-elect-namespace operator-host --leader-elect-lease operator-host' \
-		'#   --plugins-from-cluster' \
+		'#   --plugins-from-cluster --webhooks' \
 		'#'; \
 	  $(CARGO_TARGET_DIR)/release/operator-host rbac $(IMAGE_PLUGINS:%=$(PLUGINS_DIR)/%.wasm) \
 		--install-crds --name operator-host --policy $(MANIFESTS_BASE)/policy.yaml \
 		--leader-elect --leader-elect-namespace operator-host --leader-elect-lease operator-host \
-		--plugins-from-cluster; \
+		--plugins-from-cluster --webhooks; \
 	} > $(MANIFESTS_BASE)/rbac.generated.yaml.tmp
 	mv $(MANIFESTS_BASE)/rbac.generated.yaml.tmp $(MANIFESTS_BASE)/rbac.generated.yaml
 	{ printf '%s\n' \
@@ -221,12 +221,12 @@ manifests: host rust-plugins
 		'# operator-host rbac $(IMAGE_PLUGINS:%=target/plugins/%.wasm) --install-crds --name operator-host' \
 		'#   --policy $(MANIFESTS_BASE)/policy.yaml --leader-elect --shard' \
 		'#   --leader-elect-namespace operator-host --leader-elect-lease operator-host' \
-		'#   --plugins-from-cluster' \
+		'#   --plugins-from-cluster --webhooks' \
 		'#'; \
 	  $(CARGO_TARGET_DIR)/release/operator-host rbac $(IMAGE_PLUGINS:%=$(PLUGINS_DIR)/%.wasm) \
 		--install-crds --name operator-host --policy $(MANIFESTS_BASE)/policy.yaml \
 		--leader-elect --shard --leader-elect-namespace operator-host --leader-elect-lease operator-host \
-		--plugins-from-cluster; \
+		--plugins-from-cluster --webhooks; \
 	} > $(MANIFESTS_SHARDED)/rbac.generated.yaml.tmp
 	mv $(MANIFESTS_SHARDED)/rbac.generated.yaml.tmp $(MANIFESTS_SHARDED)/rbac.generated.yaml
 	{ printf '%s\n' \

@@ -174,6 +174,10 @@ func up(dir, bin string, nodeCount int, readyTimeout time.Duration, ownerPID int
 		"--kubelet-client-key=" + p("admin.key"),
 		"--kubelet-certificate-authority=" + p("ca.crt"),
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
+		// Webhooks and aggregated APIs behind a Service are dialled at a ready
+		// endpoint's pod IP, not the ClusterIP: no kube-proxy runs here, and the
+		// real node's pod network is reachable from this machine.
+		"--enable-aggregator-routing=true",
 		"--profiling=false",
 		// Flow control bootstrapping only slows a single-user test cluster.
 		"--enable-priority-and-fairness=false",

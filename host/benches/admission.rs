@@ -33,6 +33,8 @@ const RATE: u32 = 200;
 const WARM_UP: Duration = Duration::from_secs(1);
 const MEASURED: Duration = Duration::from_secs(10);
 const GOAL_P99_RATIO: f64 = 1.5;
+/// The serving certificates' validity: longer than the run, so none is renewed during it.
+const VALIDITY: Duration = Duration::from_secs(3600);
 
 /// An AdmissionReview of the create of `examples/memcached.yaml`, as written or with an
 /// invalid image.
@@ -151,21 +153,34 @@ fn main() {
             addr: "127.0.0.1:0".parse().unwrap(),
             endpoint: None,
             failure_policy: FailurePolicy::Fail,
-            ca_secret: (String::new(), String::new()),
-            certificate_validity: Duration::from_secs(3600),
-            owner: "bench".into(),
+            // Not read: the CA is given to `start_with_ca`.
+            certificates: webhook::Certificates::OwnCa {
+                secret: (String::new(), String::new()),
+                validity: VALIDITY,
+            },
+            owner: webhook::Owner {
+                namespace: "bench".into(),
+                lease: "bench".into(),
+            },
         };
         let metrics = Arc::new(operator_host::metrics::Metrics::new());
-        let hooks = webhook::start_with_ca(ca.clone(), &config, served, metrics, std::future::pending())
-            .await
-            .unwrap();
+        let hooks = webhook::start_with_ca(
+            ca.clone(),
+            VALIDITY,
+            &config,
+            served,
+            metrics,
+            std::future::pending(),
+        )
+        .await
+        .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let native_addr = listener.local_addr().unwrap();
         webhook::serve_https(
             listener,
             ca.clone(),
             vec!["127.0.0.1".into()],
-            Duration::from_secs(3600),
+            VALIDITY,
             Router::new().route("/validate/memcached", post(native_validate)),
             std::future::pending(),
         )

@@ -21,6 +21,32 @@ pub fn overlay_dir(name: &str) -> PathBuf {
     repo_root().join("deploy/install/overlays").join(name)
 }
 
+/// The cert-manager release whose CRDs `overlays/cert-manager` is checked against.
+pub const CERT_MANAGER_VERSION: &str = "v1.21.2";
+
+/// The CRDs of cert-manager (`deploy/crds` of its Go module, fetched from the Go module
+/// proxy into the module cache once): the schemas the API server checks the cert-manager
+/// overlay's Issuers and Certificates with. cert-manager itself is not run (its controller's
+/// module is not on the proxy), so the host's side is tested with certificates written in
+/// cert-manager's layout.
+pub fn cert_manager_crds() -> PathBuf {
+    let module = format!("github.com/cert-manager/cert-manager@{CERT_MANAGER_VERSION}");
+    let output = std::process::Command::new("go")
+        .args(["mod", "download", "-json", &module])
+        .env("GO111MODULE", "on")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap_or_else(|e| panic!("running go mod download {module}: {e}"));
+    assert!(
+        output.status.success(),
+        "go mod download {module}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let downloaded: Value = serde_json::from_slice(&output.stdout).expect("go's JSON");
+    PathBuf::from(downloaded["Dir"].as_str().expect("the module's directory")).join("deploy/crds")
+}
+
 /// The generated roles, `deploy/install/base/rbac.generated.yaml`.
 pub fn generated_rbac_path() -> PathBuf {
     base_dir().join("rbac.generated.yaml")

@@ -97,8 +97,13 @@ pub(super) struct RunArgs {
     /// memory), and what the API server does when it cannot reach the host.
     #[arg(long, value_enum, default_value = "fail")]
     webhook_failure_policy: webhook::FailurePolicy,
-    /// How long each serving certificate is valid; it is renewed after two thirds of it
-    /// (e.g. 7d, 12h).
+    /// Serve the certificate of this directory (`tls.crt`, `tls.key`, and `ca.crt`: the CA
+    /// the API server is told to trust), e.g. a mounted Secret that cert-manager issues and
+    /// renews, instead of the host's own CA; reloaded when its files change.
+    #[arg(long, value_name = "DIR", requires = "webhook_addr")]
+    webhook_cert_dir: Option<PathBuf>,
+    /// How long each serving certificate of the host's own CA is valid; it is renewed after
+    /// two thirds of it (e.g. 7d, 12h).
     #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
     webhook_certificate_validity: Duration,
 }
@@ -179,6 +184,7 @@ pub(super) fn run(
         webhook_url,
         webhook_service,
         webhook_failure_policy,
+        webhook_cert_dir,
         webhook_certificate_validity,
     } = args;
     let webhooks = webhook_addr.map(|addr| webhook::WebhookConfig {
@@ -187,11 +193,16 @@ pub(super) fn run(
             .map(|service| service.endpoint(leader_election.namespace()))
             .or(webhook_url.map(webhook::Endpoint::Url)),
         failure_policy: webhook_failure_policy,
-        ca_secret: (
-            leader_election.namespace(),
-            webhook::ca_secret_name(&leader_election.leader_elect_lease),
-        ),
-        certificate_validity: webhook_certificate_validity,
+        certificates: match webhook_cert_dir {
+            Some(dir) => webhook::Certificates::Dir(dir),
+            None => webhook::Certificates::OwnCa {
+                secret: (
+                    leader_election.namespace(),
+                    webhook::ca_secret_name(&leader_election.leader_elect_lease),
+                ),
+                validity: webhook_certificate_validity,
+            },
+        },
         owner: webhook::Owner {
             namespace: leader_election.namespace(),
             lease: leader_election.leader_elect_lease.clone(),

@@ -325,7 +325,7 @@ impl Supervisor {
             let conversion = self.webhooks.as_ref().and_then(|webhooks| {
                 crate::webhook::crd_conversion(
                     &webhooks.endpoint,
-                    &webhooks.ca_bundle,
+                    &webhooks.ca_bundle(),
                     &plugin.decl,
                 )
             });

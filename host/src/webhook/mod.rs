@@ -25,6 +25,7 @@ use axum::routing::post;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use kube::Client;
+use tokio::sync::watch;
 
 pub use registration::{OWNER_LABEL, OWNER_NAMESPACE_LABEL, Owner, Registration, crd_conversion};
 pub use review::{Hook, ReviewError, admit, convert};
@@ -47,6 +48,14 @@ pub enum Error {
     CaSecret { secret: String, source: kube::Error },
     #[error("the webhooks' CA Secret {secret} is not usable: {problem}")]
     CaSecretContent { secret: String, problem: String },
+    #[error(
+        "the webhook certificate directory {} (tls.crt, tls.key and ca.crt, as a mounted Secret of cert-manager's) is not usable: {problem}",
+        dir.display()
+    )]
+    CertDir {
+        dir: std::path::PathBuf,
+        problem: String,
+    },
     #[error("cannot set up TLS for the webhooks: {0}")]
     Tls(#[source] rustls::Error),
     #[error("cannot write {what}: {source}")]
@@ -122,14 +131,26 @@ pub struct WebhookConfig {
     /// on (`127.0.0.1` for an unspecified address), as for a host beside a local control plane.
     pub endpoint: Option<Endpoint>,
     pub failure_policy: FailurePolicy,
-    /// The Secret of the CA every replica signs its serving certificate with: namespace and
-    /// name.
-    pub ca_secret: (String, String),
-    /// How long a serving certificate is valid (renewed after two thirds of it).
-    pub certificate_validity: Duration,
+    /// Where the serving certificate comes from.
+    pub certificates: Certificates,
     /// The host deployment (its election Lease): its webhook configurations are named and
     /// labelled after it.
     pub owner: Owner,
+}
+
+/// Where a replica's serving certificate, and the CA the API server trusts, come from.
+#[derive(Debug, Clone)]
+pub enum Certificates {
+    /// The host's own CA in a Secret every replica shares (made by the first), and a serving
+    /// certificate per replica, valid for `validity` and renewed after two thirds of it.
+    OwnCa {
+        /// The Secret's namespace and name.
+        secret: (String, String),
+        validity: Duration,
+    },
+    /// A directory with `tls.crt`, `tls.key` and `ca.crt` (a mounted Secret that cert-manager
+    /// keeps renewed), reloaded when its files change.
+    Dir(std::path::PathBuf),
 }
 
 /// The plugin versions the webhooks call, by plugin name: the supervisor puts each version
@@ -184,16 +205,25 @@ struct ServerState {
 /// The webhooks of this replica, listening once [`start`] returns.
 #[derive(Debug, Clone)]
 pub struct Webhooks {
-    /// The CA (PEM) the API server checks this replica's certificate with.
-    pub ca_bundle: String,
+    /// The CA (PEM) the API server checks this replica's certificate with; it changes when a
+    /// certificate directory gets a new CA.
+    ca_bundle: watch::Receiver<String>,
     /// Where it listens (the port chosen when the configured one is 0).
     pub local_addr: SocketAddr,
     /// How the API server reaches them.
     pub endpoint: Endpoint,
 }
 
-/// Starts serving webhooks for `plugins` with `config`: the CA read or made, this replica's
-/// certificate issued, the listener bound. Serves until `stop` resolves.
+impl Webhooks {
+    /// The CA (PEM) to register now.
+    pub fn ca_bundle(&self) -> String {
+        self.ca_bundle.borrow().clone()
+    }
+}
+
+/// Starts serving webhooks for `plugins` with `config`: the CA read or made (or the
+/// certificate directory read), this replica's certificate issued, the listener bound.
+/// Serves until `stop` resolves.
 pub async fn start(
     client: &Client,
     config: &WebhookConfig,
@@ -201,19 +231,55 @@ pub async fn start(
     metrics: Arc<Metrics>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Webhooks, Error> {
-    let (namespace, name) = &config.ca_secret;
-    let ca = tls::load_or_create_ca(client, namespace, name).await?;
-    start_with_ca(ca, config, plugins, metrics, stop).await
+    match &config.certificates {
+        Certificates::OwnCa {
+            secret: (namespace, name),
+            validity,
+        } => {
+            let ca = tls::load_or_create_ca(client, namespace, name).await?;
+            start_with_ca(ca, *validity, config, plugins, metrics, stop).await
+        }
+        Certificates::Dir(dir) => {
+            let listening = listen(config).await?;
+            let certified = tls::ServingCert::from_dir(dir.clone())?;
+            serve(listening, certified, config, plugins, metrics, stop)
+        }
+    }
 }
 
-/// [`start`] with the CA given (the benchmark's, which has no cluster).
+/// [`start`] with the CA given (the benchmark's, which has no cluster), serving certificates
+/// valid for `validity`.
 pub async fn start_with_ca(
     ca: Ca,
+    validity: Duration,
     config: &WebhookConfig,
     plugins: ServedPlugins,
     metrics: Arc<Metrics>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Webhooks, Error> {
+    let listening = listen(config).await?;
+    let ca_bundle = watch::channel(ca.cert_pem.clone()).1;
+    let names = listening.endpoint.certificate_names()?;
+    let serving = tls::ServingCert::start(ca, names, validity)?;
+    serve(
+        listening,
+        (serving, ca_bundle),
+        config,
+        plugins,
+        metrics,
+        stop,
+    )
+}
+
+/// A bound listener and the endpoint the API server reaches it at.
+struct Listening {
+    listener: tokio::net::TcpListener,
+    local_addr: SocketAddr,
+    endpoint: Endpoint,
+}
+
+/// The listener of `config.addr`.
+async fn listen(config: &WebhookConfig) -> Result<Listening, Error> {
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|source| Error::Listen {
@@ -231,8 +297,27 @@ pub async fn start_with_ca(
         }
         Endpoint::Url(format!("https://{reachable}"))
     });
-    let ca_bundle = ca.cert_pem.clone();
-    let names = endpoint.certificate_names()?;
+    Ok(Listening {
+        listener,
+        local_addr,
+        endpoint,
+    })
+}
+
+/// Serves the webhooks on `listening` with the certificate `serving` presents (and the CA
+/// bundle it chains to) until `stop` resolves.
+fn serve(
+    Listening {
+        listener,
+        local_addr,
+        endpoint,
+    }: Listening,
+    (serving, ca_bundle): (Arc<tls::ServingCert>, watch::Receiver<String>),
+    config: &WebhookConfig,
+    plugins: ServedPlugins,
+    metrics: Arc<Metrics>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<Webhooks, Error> {
     let app = Router::new()
         .route("/validate/{plugin}", post(serve_validate))
         .route("/default/{plugin}", post(serve_default))
@@ -242,7 +327,7 @@ pub async fn start_with_ca(
             failure_policy: config.failure_policy,
             metrics,
         });
-    serve_https(listener, ca, names, config.certificate_validity, app, stop)?;
+    serve_tls(listener, serving, app, stop)?;
     tracing::info!(addr = %local_addr, ?endpoint, "serving admission and conversion webhooks");
     Ok(Webhooks {
         ca_bundle,
@@ -262,7 +347,21 @@ pub fn serve_https(
     app: Router,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let serving = tls::ServingCert::start(ca, names, validity)?;
+    serve_tls(
+        listener,
+        tls::ServingCert::start(ca, names, validity)?,
+        app,
+        stop,
+    )
+}
+
+/// Serves `app` over HTTPS on `listener` with the certificate `serving` presents.
+fn serve_tls(
+    listener: tokio::net::TcpListener,
+    serving: Arc<tls::ServingCert>,
+    app: Router,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
     let mut tls_config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -428,12 +527,14 @@ pub async fn keep_registered(
 ) {
     const PERIOD: Duration = Duration::from_secs(60);
     tokio::pin!(stop);
+    let mut ca_bundle = webhooks.ca_bundle.clone();
     loop {
         if leadership.may_write() {
+            let current_bundle = ca_bundle.borrow_and_update().clone();
             let registration = Registration {
                 owner: &config.owner,
                 endpoint: &webhooks.endpoint,
-                ca_bundle: &webhooks.ca_bundle,
+                ca_bundle: &current_bundle,
                 failure_policy: config.failure_policy,
                 namespaces: &namespaces,
             };
@@ -450,6 +551,8 @@ pub async fn keep_registered(
         };
         tokio::select! {
             () = plugins.changed.notified() => {}
+            // A new CA (a renewed certificate directory) is registered at once.
+            Ok(()) = ca_bundle.changed() => {}
             () = tokio::time::sleep(wait) => {}
             () = &mut stop => return,
         }

@@ -1,5 +1,7 @@
 //! The webhooks' certificates: the host's own CA, kept in a Secret every replica shares, and a
-//! serving certificate per replica signed by it and renewed well before it expires.
+//! serving certificate per replica signed by it and renewed well before it expires; or a
+//! certificate someone else issues (cert-manager), read from a mounted Secret and reloaded
+//! when it is renewed.
 //!
 //! The API server trusts the CA (the `caBundle` of every webhook entry), never a serving
 //! certificate itself, so a replica renews its certificate on its own and nothing else changes.
@@ -8,6 +10,7 @@
 //! it made by another uses it.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +27,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use time::OffsetDateTime;
+use tokio::sync::watch;
 
 use super::Error;
 
@@ -247,6 +251,127 @@ impl ServingCert {
     }
 }
 
+/// The files of a mounted `kubernetes.io/tls` Secret as cert-manager writes it: the serving
+/// certificate (its chain), its key, and the CA the API server must trust.
+const CERT_FILE: &str = "tls.crt";
+const KEY_FILE: &str = "tls.key";
+const CA_FILE: &str = "ca.crt";
+/// How often a certificate directory is read again. The kubelet updates a mounted Secret
+/// within about a minute of its change, and cert-manager renews well before expiry (a third of
+/// the duration by default), so checking often only shortens the time a renewal takes.
+const CERT_DIR_PERIOD: Duration = Duration::from_secs(10);
+
+/// The content of a certificate directory, as read.
+#[derive(PartialEq, Eq)]
+struct CertFiles {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+    ca: Vec<u8>,
+}
+
+impl CertFiles {
+    fn read(dir: &Path) -> Result<Self, Error> {
+        let read = |file: &str| {
+            let path = dir.join(file);
+            std::fs::read(&path).map_err(|e| Error::CertDir {
+                dir: dir.to_path_buf(),
+                problem: format!("cannot read {}: {e}", path.display()),
+            })
+        };
+        Ok(CertFiles {
+            cert: read(CERT_FILE)?,
+            key: read(KEY_FILE)?,
+            ca: read(CA_FILE)?,
+        })
+    }
+
+    /// The serving certificate and the CA bundle (PEM), checked to be usable.
+    fn parse(&self, dir: &Path) -> Result<(CertifiedKey, String), Error> {
+        use rustls::pki_types::pem::PemObject;
+        let problem = |problem: String| Error::CertDir {
+            dir: dir.to_path_buf(),
+            problem,
+        };
+        let chain = CertificateDer::pem_slice_iter(&self.cert)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| problem(format!("{CERT_FILE} is not PEM certificates: {e}")))?;
+        if chain.is_empty() {
+            return Err(problem(format!("{CERT_FILE} holds no certificate")));
+        }
+        let key = PrivateKeyDer::from_pem_slice(&self.key)
+            .map_err(|e| problem(format!("{KEY_FILE} is not a PEM private key: {e}")))?;
+        let signing_key = rustls::crypto::ring::sign::any_supported_type(&key)
+            .map_err(|e| problem(format!("{KEY_FILE} is not a key rustls signs with: {e}")))?;
+        let certified = CertifiedKey::new(chain, signing_key);
+        certified
+            .keys_match()
+            .map_err(|e| problem(format!("{KEY_FILE} is not the key of {CERT_FILE}: {e}")))?;
+        let ca = String::from_utf8(self.ca.clone())
+            .ok()
+            .filter(|pem| {
+                CertificateDer::pem_slice_iter(pem.as_bytes())
+                    .next()
+                    .is_some_and(|first| first.is_ok())
+            })
+            .ok_or_else(|| {
+                problem(format!(
+                    "{CA_FILE} is not a PEM certificate: the API server must be told the CA \
+                     that signed {CERT_FILE} (cert-manager writes it for CA and self-signed \
+                     issuers)"
+                ))
+            })?;
+        Ok((certified, ca))
+    }
+}
+
+impl ServingCert {
+    /// The certificate of the directory `dir` (`tls.crt`, `tls.key`, `ca.crt`: a mounted
+    /// Secret of cert-manager's), the CA bundle to register, and the task that reloads both
+    /// when the files change (until the returned certificate is dropped). A change that does
+    /// not load (a half-written update) keeps the certificate served until the next one does.
+    pub fn from_dir(dir: PathBuf) -> Result<(Arc<Self>, watch::Receiver<String>), Error> {
+        let mut loaded = CertFiles::read(&dir)?;
+        let (certified, ca) = loaded.parse(&dir)?;
+        let serving = Arc::new(ServingCert {
+            current: ArcSwap::from_pointee(certified),
+        });
+        let (bundle, bundle_changes) = watch::channel(ca);
+        let reloading = Arc::downgrade(&serving);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(CERT_DIR_PERIOD).await;
+                let Some(serving) = reloading.upgrade() else {
+                    return;
+                };
+                let reloaded = CertFiles::read(&dir).and_then(|files| {
+                    if files == loaded {
+                        return Ok(None);
+                    }
+                    let parsed = files.parse(&dir)?;
+                    Ok(Some((files, parsed)))
+                });
+                match reloaded {
+                    Ok(None) => {}
+                    Ok(Some((files, (certified, ca)))) => {
+                        serving.current.store(Arc::new(certified));
+                        bundle.send_if_modified(|current| {
+                            let changed = *current != ca;
+                            *current = ca;
+                            changed
+                        });
+                        loaded = files;
+                        tracing::info!(dir = %dir.display(), "reloaded the webhooks' certificate");
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "keeping the webhooks' certificate served");
+                    }
+                }
+            }
+        });
+        Ok((serving, bundle_changes))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use rustls::client::danger::ServerCertVerifier;
@@ -291,6 +416,68 @@ mod tests {
                     rustls::pki_types::UnixTime::now(),
                 )
                 .is_err()
+        );
+    }
+
+    /// A certificate directory as cert-manager's CA issuer fills a Secret, from `ca`.
+    fn cert_files(ca: &Ca) -> CertFiles {
+        let ca_key = KeyPair::from_pem(&ca.key_pem).unwrap();
+        let issuer = Issuer::from_ca_cert_pem(&ca.cert_pem, ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["hooks.system.svc".to_string()])
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        CertFiles {
+            cert: cert.pem().into_bytes(),
+            key: key.serialize_pem().into_bytes(),
+            ca: ca.cert_pem.clone().into_bytes(),
+        }
+    }
+
+    #[test]
+    fn a_certificate_directory_gives_the_certificate_and_the_ca_to_register() {
+        let (ca, _) = Ca::generate("test").unwrap();
+        let dir = Path::new("/certs");
+        let (certified, bundle) = cert_files(&ca).parse(dir).unwrap();
+        assert_eq!(bundle, ca.cert_pem);
+        assert_eq!(certified.cert.len(), 1);
+
+        let problem = |files: CertFiles| match files.parse(dir) {
+            Err(Error::CertDir { problem, .. }) => problem,
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("a bad directory was accepted"),
+        };
+        let other_key = KeyPair::generate().unwrap().serialize_pem().into_bytes();
+        let mismatched = CertFiles {
+            key: other_key,
+            ..cert_files(&ca)
+        };
+        assert!(
+            problem(mismatched).starts_with("tls.key is not the key of tls.crt"),
+            "mismatched key"
+        );
+        let no_ca = CertFiles {
+            ca: Vec::new(),
+            ..cert_files(&ca)
+        };
+        assert!(problem(no_ca).starts_with("ca.crt is not a PEM certificate"));
+        let not_pem = CertFiles {
+            cert: b"not a certificate".to_vec(),
+            ..cert_files(&ca)
+        };
+        assert_eq!(problem(not_pem), "tls.crt holds no certificate");
+    }
+
+    #[test]
+    fn a_missing_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(CERT_FILE), "x").unwrap();
+        let error = CertFiles::read(dir.path()).err().unwrap().to_string();
+        assert!(error.contains("tls.key"), "{error}");
+        assert!(
+            error.contains("as a mounted Secret of cert-manager's"),
+            "{error}"
         );
     }
 }

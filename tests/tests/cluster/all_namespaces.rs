@@ -12,8 +12,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use operator_host::plugin::Plugin;
 use operator_host::shard::{RING_LABEL, SHARD_LABEL};
@@ -327,6 +330,8 @@ struct Flags {
     leader_elect: bool,
     shard: bool,
     plugins_from_cluster: bool,
+    /// `--webhook-addr` (with the default URL the API server calls, as beside the cluster).
+    webhooks: bool,
     /// `--policy`, a path in the repository.
     policy: Option<&'static str>,
 }
@@ -340,6 +345,7 @@ const COMBINATIONS: &[Flags] = &[
         leader_elect: false,
         shard: false,
         plugins_from_cluster: false,
+        webhooks: false,
         policy: None,
     },
     // `make demo`: every namespace.
@@ -350,6 +356,7 @@ const COMBINATIONS: &[Flags] = &[
         leader_elect: false,
         shard: false,
         plugins_from_cluster: false,
+        webhooks: false,
         policy: Some("examples/policy.yaml"),
     },
     // deploy/install/base.
@@ -360,6 +367,7 @@ const COMBINATIONS: &[Flags] = &[
         leader_elect: true,
         shard: false,
         plugins_from_cluster: true,
+        webhooks: true,
         policy: Some("deploy/install/base/policy.yaml"),
     },
     // deploy/install/overlays/sharded.
@@ -370,6 +378,7 @@ const COMBINATIONS: &[Flags] = &[
         leader_elect: true,
         shard: true,
         plugins_from_cluster: true,
+        webhooks: true,
         policy: Some("deploy/install/base/policy.yaml"),
     },
     // The CRDs installed by an administrator, one namespace, each election mode.
@@ -380,6 +389,7 @@ const COMBINATIONS: &[Flags] = &[
         leader_elect: true,
         shard: false,
         plugins_from_cluster: true,
+        webhooks: false,
         policy: None,
     },
     Flags {
@@ -389,6 +399,7 @@ const COMBINATIONS: &[Flags] = &[
         leader_elect: true,
         shard: true,
         plugins_from_cluster: false,
+        webhooks: false,
         policy: None,
     },
     Flags {
@@ -398,9 +409,61 @@ const COMBINATIONS: &[Flags] = &[
         leader_elect: false,
         shard: false,
         plugins_from_cluster: true,
+        webhooks: false,
         policy: None,
     },
 ];
+
+/// Whether the webhooks of a host serving every namespace refuse, in `namespace`, a Memcached
+/// the plugin refuses (once the leader has registered them).
+async fn refuses_an_invalid_parent(client: &Client, namespace: &str) -> anyhow::Result<()> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &memcached_resource());
+    let invalid: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cache.example.com/v1alpha1",
+        "kind": "Memcached",
+        "metadata": {"name": "bad-image"},
+        "spec": {"size": 1, "image": "bad image"},
+    }))?;
+    wait_for(
+        "the webhook to refuse an invalid Memcached",
+        BOUND,
+        || async {
+            match api.create(&PostParams::default(), &invalid).await {
+                Err(kube::Error::Api(status)) if status.message.contains("spec.image") => {
+                    Ok(Some(()))
+                }
+                Ok(_) => {
+                    // Created before the leader registered the webhooks: try again.
+                    api.delete("bad-image", &DeleteParams::default()).await?;
+                    Ok(None)
+                }
+                Err(other) => Err(other.into()),
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Deletes the webhook configurations of the host whose election Lease is `namespace/lease`.
+async fn remove_webhook_configurations(client: &Client, namespace: &str, lease: &str) {
+    let owner = operator_host::webhook::Owner {
+        namespace: namespace.to_string(),
+        lease: lease.to_string(),
+    };
+    let selector = ListParams::default().labels(&owner.selector());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    validating
+        .delete_collection(&DeleteParams::default(), &selector)
+        .await
+        .unwrap();
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    mutating
+        .delete_collection(&DeleteParams::default(), &selector)
+        .await
+        .unwrap();
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_documented_flag_combination_converges_a_parent() {
@@ -430,6 +493,10 @@ async fn every_documented_flag_combination_converges_a_parent() {
         if let Some(policy) = &policy {
             args.extend(["--policy", policy.to_str().unwrap()]);
         }
+        let webhook_addr = flags
+            .webhooks
+            .then(|| format!("--webhook-addr={}", free_local_addr()));
+        args.extend(webhook_addr.as_deref());
         let mut host = Served::start(
             &setup,
             flags.namespace.then_some(ns.name()),
@@ -452,7 +519,21 @@ async fn every_documented_flag_combination_converges_a_parent() {
                 host.host.log_tail(20)
             )),
         }
+        if flags.webhooks
+            && let Err(e) = refuses_an_invalid_parent(&setup.client, ns.name()).await
+        {
+            broken.push(format!(
+                "{} ({args:?}): {e}; log tail:\n{}",
+                flags.name,
+                host.host.log_tail(20)
+            ));
+        }
         host.host.kill().await;
+        if flags.webhooks {
+            // They outlive the host (as a deployment's outlive its restarts): without it,
+            // they would refuse the next combination's parents.
+            remove_webhook_configurations(&setup.client, leases.name(), &lease).await;
+        }
         ns.cleanup().await.unwrap();
     }
     assert!(

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
-use kube::api::{DeleteParams, DynamicObject, ListParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use operator_host::plugin::Plugin;
 use operator_host::shard::SHARD_LABEL;
@@ -303,6 +303,8 @@ async fn the_manifests_run_on_a_real_node_fail_over_and_shard() {
         namespace: ns,
     };
     oracle.converges("sample", TIMEOUT).await.unwrap();
+    // The API server calls the plugin's webhooks through the Service in front of the pods.
+    webhooks_refuse_and_default(&memcacheds, "leader-elected").await;
 
     // SIGTERM: the Deployment's pod is deleted; the other takes over within 3 s.
     let deleted = Instant::now();
@@ -411,4 +413,58 @@ async fn the_manifests_run_on_a_real_node_fail_over_and_shard() {
     }
     println!("in cluster, sharded: parents on shards {shards:?}");
     all_converge(&oracle, &names, TIMEOUT).await.unwrap();
+    webhooks_refuse_and_default(&memcacheds, "sharded").await;
+}
+
+/// Through the install's webhooks (the Service `operator-host-webhooks`, every Ready pod
+/// behind it): a Memcached the plugin refuses is refused at creation with its field error, and
+/// an untagged `memcached` image is stored with the tag the plugin defaults it to. `name` keeps
+/// the objects of each call apart; the defaulted one is deleted again.
+async fn webhooks_refuse_and_default(memcacheds: &Api<DynamicObject>, name: &str) {
+    let object = |name: &str, image: &str| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "cache.example.com/v1alpha1",
+            "kind": "Memcached",
+            "metadata": {"name": name},
+            "spec": {"size": 1, "image": image},
+        }))
+        .unwrap()
+    };
+    let refused = memcacheds
+        .create(
+            &PostParams::default(),
+            &object(&format!("{name}-bad-image"), "bad image"),
+        )
+        .await;
+    match refused {
+        Err(kube::Error::Api(status)) => assert!(
+            status.message.contains("denied the request") && status.message.contains("spec.image"),
+            "{status:?}"
+        ),
+        other => panic!("an invalid Memcached was not refused by the webhook: {other:?}"),
+    }
+    let defaulted = memcacheds
+        .create(
+            &PostParams::default(),
+            &object(&format!("{name}-untagged"), "memcached"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        defaulted.data["spec"]["image"],
+        json!(format!("memcached:{}", memcached_tag())),
+        "{defaulted:?}"
+    );
+    memcacheds
+        .delete(&defaulted.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// The tag the Memcached plugin pins an untagged image to: its default image's.
+fn memcached_tag() -> &'static str {
+    memcached::DEFAULT_IMAGE
+        .split_once(':')
+        .expect("the default image has a tag")
+        .1
 }

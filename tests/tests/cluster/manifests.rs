@@ -20,8 +20,9 @@ use operator_host::rbac;
 use operator_host_tests::devcluster::{self, TestNamespace, unique_name, wait_for};
 use operator_host_tests::host::{plugin_path, runtime};
 use operator_host_tests::manifests::{
-    BUNDLED_PLUGINS, Overlay, base_dir, documents, flag, generated_crd_path, generated_rbac,
-    generated_rbac_path, host_args, host_container, kubectl_ok, one, overlay_dir, render,
+    BUNDLED_PLUGINS, Overlay, base_dir, cert_manager_crds, documents, flag, generated_crd_path,
+    generated_rbac, generated_rbac_path, host_args, host_container, kubectl_ok, one, overlay_dir,
+    render,
 };
 use operator_host_tests::memcached::{create, memcached_resource, wait_for_first_reconcile};
 use operator_host_tests::process_host::{free_local_addr, http_get};
@@ -104,7 +105,21 @@ async fn the_base_renders_and_the_api_server_accepts_it_on_a_dry_run() {
         }
     };
 
-    for dir in [base_dir(), overlay_dir("pvc")] {
+    // The cert-manager overlay's Issuers and Certificates, checked by cert-manager's CRDs.
+    let crds = cert_manager_crds();
+    for kind in ["issuers", "certificates"] {
+        let crd = crds.join(format!("cert-manager.io_{kind}.yaml"));
+        kubectl_ok(&["apply", "--server-side", "-f", &crd.to_string_lossy()]);
+        devcluster::wait_for_crd_established(
+            &Api::all(client.clone()),
+            &format!("{kind}.cert-manager.io"),
+            TIMEOUT,
+        )
+        .await
+        .unwrap();
+    }
+
+    for dir in [base_dir(), overlay_dir("pvc"), overlay_dir("cert-manager")] {
         let (stdout, stderr) = kubectl_ok(&[
             "apply",
             "--dry-run=server",
@@ -127,10 +142,14 @@ async fn the_base_renders_and_the_api_server_accepts_it_on_a_dry_run() {
         );
         let answer: Value = serde_json::from_str(&stdout).unwrap();
         let items = answer["items"].as_array().expect("a List of the objects");
-        assert_eq!(
-            items.len(),
-            objects.len() + usize::from(dir.ends_with("pvc"))
-        );
+        let added = if dir.ends_with("pvc") {
+            1
+        } else if dir.ends_with("cert-manager") {
+            4
+        } else {
+            0
+        };
+        assert_eq!(items.len(), objects.len() + added);
         let deployment = one(items, "Deployment");
         let plugins = deployment["spec"]["template"]["spec"]["volumes"]
             .as_array()
@@ -153,6 +172,66 @@ async fn the_base_renders_and_the_api_server_accepts_it_on_a_dry_run() {
             assert_eq!(Some(&plugins["image"]["reference"]), rendered.as_ref());
         }
     }
+}
+
+/// The cert-manager overlay serves the certificate cert-manager issues: the host reads the
+/// Secret of the serving Certificate from a mount of it, and that certificate names the
+/// Service the API server calls.
+#[test]
+fn the_cert_manager_overlay_mounts_the_certificate_issued_for_the_webhook_service() {
+    let objects = render(&overlay_dir("cert-manager"));
+    let args = host_args(&objects);
+    let dir = flag(&args, "--webhook-cert-dir").expect("--webhook-cert-dir");
+    let container = host_container(&objects);
+    let mount = container["volumeMounts"]
+        .as_array()
+        .and_then(|ms| ms.iter().find(|m| m["mountPath"] == dir))
+        .unwrap_or_else(|| panic!("nothing is mounted at {dir}: {container}"));
+    let volume = one(&objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .and_then(|vs| vs.iter().find(|v| v["name"] == mount["name"]))
+        .expect("the mount's volume");
+    let secret = volume["secret"]["secretName"]
+        .as_str()
+        .expect("a Secret volume");
+    let serving = objects
+        .iter()
+        .find(|o| o["kind"] == "Certificate" && o["spec"]["secretName"] == secret)
+        .unwrap_or_else(|| panic!("no Certificate writes the Secret {secret}"));
+    assert!(serving["spec"]["isCA"] != true, "{serving}");
+    let namespace = one(&objects, "Namespace")["metadata"]["name"]
+        .as_str()
+        .unwrap();
+    let service = flag(&args, "--webhook-service").expect("--webhook-service");
+    let service_name = service.split(':').next().unwrap();
+    assert!(
+        !service_name.contains('/'),
+        "the Service is in the pods' namespace: {service}"
+    );
+    assert!(
+        objects
+            .iter()
+            .any(|o| o["kind"] == "Service" && o["metadata"]["name"] == service_name),
+        "no Service {service_name}"
+    );
+    let dns_names = serving["spec"]["dnsNames"].as_array().unwrap();
+    assert!(
+        dns_names.contains(&json!(format!("{service_name}.{namespace}.svc"))),
+        "{serving}"
+    );
+    // Its issuer is an Issuer of the overlay, whose CA is what ca.crt holds.
+    let issuer = &serving["spec"]["issuerRef"]["name"];
+    let ca_issuer = objects
+        .iter()
+        .find(|o| o["kind"] == "Issuer" && o["metadata"]["name"] == *issuer)
+        .unwrap_or_else(|| panic!("no Issuer {issuer}"));
+    let ca_secret = &ca_issuer["spec"]["ca"]["secretName"];
+    assert!(
+        objects.iter().any(|o| o["kind"] == "Certificate"
+            && o["spec"]["isCA"] == true
+            && o["spec"]["secretName"] == *ca_secret),
+        "no CA Certificate writes {ca_secret}"
+    );
 }
 
 /// Deletes the namespace it names when dropped (also when the test fails), without waiting.
@@ -203,6 +282,14 @@ fn printed_roles(objects: &[Value], name: String) -> (ClusterRole, Vec<Role>, St
                 .decl
         })
         .collect();
+    // The Deployment serves webhooks: the CA Secret beside its Lease.
+    let webhooks = args
+        .iter()
+        .any(|a| a.starts_with("--webhook-addr"))
+        .then(|| rbac::WebhookCa {
+            namespace: namespace.clone(),
+            secret: operator_host::webhook::ca_secret_name(&lease),
+        });
     let options = rbac::Options {
         name,
         install_crds: true,
@@ -218,8 +305,7 @@ fn printed_roles(objects: &[Value], name: String) -> (ClusterRole, Vec<Role>, St
             namespace,
             name: operator_host::replicas::report_lease_name(&lease),
         }),
-        // The manifests serve no webhooks (yet).
-        webhooks: None,
+        webhooks,
     };
     let policy = base_policy(&base_dir());
     let printed = rbac::to_yaml(
@@ -247,7 +333,7 @@ async fn the_generated_rbac_is_what_operator_host_rbac_prints() {
     );
     assert_eq!(committed_role, printed_role, "{drift}");
     assert_eq!(committed_roles, printed_roles, "{drift}");
-    assert_eq!(committed_roles.len(), 3, "{drift}");
+    assert_eq!(committed_roles.len(), 4, "{drift}");
     // The OperatorPlugin CRD the base ships is the one the host installs.
     let committed_crd = std::fs::read_to_string(generated_crd_path()).unwrap();
     let crd = <operator_host::operator_plugin::OperatorPlugin as kube::CustomResourceExt>::crd();
@@ -456,22 +542,29 @@ async fn the_host_runs_as_deployed_under_exactly_the_generated_roles() {
     // watches every namespace: here that would reconcile other tests' objects).
     let mounts = Mounts::of(&objects);
     let container = host_container(&objects);
+    // Addresses of this machine; the API server reaches the webhooks at a URL instead of the
+    // Service in front of the pods.
     let metrics_addr = free_local_addr();
+    let webhook_addr = free_local_addr();
     let mut args: Vec<String> = Vec::new();
     for arg in host_args(&objects) {
         if arg.starts_with("--metrics-addr") {
             args.push(format!("--metrics-addr={metrics_addr}"));
+        } else if arg.starts_with("--webhook-addr") {
+            args.push(format!("--webhook-addr={webhook_addr}"));
+        } else if arg.starts_with("--webhook-service") {
+            args.push(format!("--webhook-url=https://{webhook_addr}"));
         } else {
             args.push(mounts.arg(&arg));
         }
     }
-    assert_eq!(
-        args.iter()
-            .filter(|a| a.starts_with("--metrics-addr="))
-            .count(),
-        1,
-        "{args:?}"
-    );
+    for replaced in ["--metrics-addr=", "--webhook-addr=", "--webhook-url="] {
+        assert_eq!(
+            args.iter().filter(|a| a.starts_with(replaced)).count(),
+            1,
+            "{replaced} {args:?}"
+        );
+    }
     args.push(format!("--kubeconfig={}", account.kubeconfig.display()));
     args.push(format!("--namespace={}", ns.name()));
     // Only this test's OperatorPlugins (none): others' are not this host's to serve.
@@ -560,6 +653,32 @@ async fn the_host_runs_as_deployed_under_exactly_the_generated_roles() {
         .unwrap_or_else(|e| panic!("{e}; log:\n{}", log()));
     let deployment = ns.api::<Deployment>().get("cache").await.unwrap();
     assert_eq!(deployment.spec.unwrap().replicas, Some(2));
+    // Its webhooks, registered under the same roles, refuse what the plugin refuses.
+    let bad_image: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {"name": "bad-image"},
+        "spec": {"size": 1, "image": "bad image"},
+    }))
+    .unwrap();
+    wait_for(
+        "the webhook to refuse an invalid Memcached",
+        TIMEOUT,
+        || async {
+            let refused = memcacheds.create(&PostParams::default(), &bad_image).await;
+            Ok(match refused {
+                Err(kube::Error::Api(status)) if status.message.contains("spec.image") => Some(()),
+                Err(kube::Error::Api(status)) if status.message.contains("webhook") => None,
+                Ok(_) => {
+                    memcacheds.delete("bad-image", &Default::default()).await?;
+                    None
+                }
+                Err(other) => return Err(other.into()),
+            })
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}; log:\n{}", log()));
     ns.api::<Service>().get("cache").await.unwrap();
     ns.wait_for_event("an event published by the host", |e: &Event| {
         e.involved_object.name.as_deref() == Some("cache")

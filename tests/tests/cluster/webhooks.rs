@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::Api;
 use kube::api::DynamicObject;
 use operator_host::plugin::Plugin;
@@ -378,6 +379,97 @@ async fn the_webhooks_serve_through_a_hot_swap_and_certificate_renewals() {
     );
     assert!(log.contains("plugin replaced plugin=memcached"), "{log}");
     println!("admission: {refusals} refusals through a hot swap and certificate renewals");
+    host.kill().await;
+    remove_configurations(&lease);
+    ns.cleanup().await.unwrap();
+}
+
+/// Writes into `dir` what cert-manager's CA issuer writes into a Certificate's Secret (as
+/// mounted: `tls.crt`, `tls.key`, `ca.crt`): a new CA named `ca_name` and a certificate of
+/// 127.0.0.1 (where the API server calls the test's host) it signed. Each file is written
+/// aside and renamed, as the kubelet swaps a mounted Secret's files.
+fn issue_as_cert_manager(dir: &Path, ca_name: &str) -> String {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::default();
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, ca_name);
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    for (file, content) in [
+        ("ca.crt", ca.pem()),
+        ("tls.key", key.serialize_pem()),
+        ("tls.crt", cert.pem()),
+    ] {
+        let aside = dir.join(format!(".{file}.new"));
+        std::fs::write(&aside, content).unwrap();
+        std::fs::rename(&aside, dir.join(file)).unwrap();
+    }
+    ca.pem()
+}
+
+/// The caBundle of the validating webhook configuration `name`, once there is one.
+async fn registered_ca_bundle(name: &str) -> Option<String> {
+    let configurations: Api<ValidatingWebhookConfiguration> =
+        Api::all(operator_host_tests::devcluster::client().await);
+    let configuration = configurations.get_opt(name).await.ok().flatten()?;
+    let bundle = configuration
+        .webhooks?
+        .first()?
+        .client_config
+        .ca_bundle
+        .clone()?;
+    String::from_utf8(bundle.0).ok()
+}
+
+/// `run --webhook-cert-dir`: the host serves the certificate of a directory laid out as
+/// cert-manager's mounted Secret, registers its `ca.crt`, and when cert-manager renews it
+/// with a new CA, serves the new certificate and registers the new CA without a restart.
+#[tokio::test]
+async fn a_certificate_directory_is_served_and_a_new_ca_in_it_followed() {
+    let ns = TestNamespace::new("admission-certdir").await.unwrap();
+    let lease = format!("admission-{}", ns.name());
+    let plugins = plugins(&[("plugins", "memcached")]);
+    let certs = tempfile::tempdir().unwrap();
+    let first_ca = issue_as_cert_manager(certs.path(), "first CA");
+    let host = start_host(
+        &ns,
+        plugins.path(),
+        &lease,
+        &["--webhook-cert-dir", certs.path().to_str().unwrap()],
+    );
+    let bad = memcached_yaml(ns.name(), "bad", "{size: 1, image: 'not an image'}");
+    refused_once_registered(&host, &bad).await;
+    let configuration = format!("{lease}.{}.memcached", ns.name());
+    assert_eq!(
+        registered_ca_bundle(&configuration).await.as_deref(),
+        Some(first_ca.as_str())
+    );
+
+    let second_ca = issue_as_cert_manager(certs.path(), "second CA");
+    wait_for("the new CA registered", TIMEOUT, || async {
+        Ok(
+            (registered_ca_bundle(&configuration).await.as_deref() == Some(second_ca.as_str()))
+                .then_some(()),
+        )
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; host log:\n{}", host.log_tail(40)));
+    // The API server now trusts only the new CA: a refusal means the new certificate is served.
+    let refusal = refused_once_registered(&host, &bad).await;
+    assert!(refusal.contains("spec.image"), "{refusal}");
+    assert!(
+        host.log().contains("reloaded the webhooks' certificate"),
+        "{}",
+        host.log()
+    );
     host.kill().await;
     remove_configurations(&lease);
     ns.cleanup().await.unwrap();
