@@ -201,19 +201,31 @@ pub fn finalize<R: Reconciler>(
 }
 
 /// The parent in an admission request as `R::Parent`, or the field error of what does not
-/// decode (`spec.size: Invalid value: ...: invalid type: string "x", expected i32`).
+/// decode (`spec.size: Invalid value: ...: invalid type: string "x", expected i32`). A status
+/// that no longer decodes is dropped, as [`decode_parent`] does: it is the plugin's own
+/// earlier output, and refusing for it would stop every spec change until a reconcile.
 fn decode_for_admission<R: Reconciler>(
     object: &str,
     validation: &mut Validation,
 ) -> Option<R::Parent> {
-    let value: serde_json::Value = match serde_json::from_str(object) {
+    let mut value: serde_json::Value = match serde_json::from_str(object) {
         Ok(value) => value,
         Err(e) => {
             validation.invalid("", serde_json::Value::Null, format!("not JSON: {e}"));
             return None;
         }
     };
-    match serde_path_to_error::deserialize::<_, R::Parent>(&value) {
+    let mut decoded = serde_path_to_error::deserialize::<_, R::Parent>(&value);
+    if let Err(e) = &decoded
+        && e.path().iter().next().is_some_and(
+            |segment| matches!(segment, serde_path_to_error::Segment::Map { key } if key == "status"),
+        )
+        && let Some(object) = value.as_object_mut()
+    {
+        object.remove("status");
+        decoded = serde_path_to_error::deserialize::<_, R::Parent>(&value);
+    }
+    match decoded {
         Ok(parent) => Some(parent),
         Err(e) => {
             let field = e.path().to_string();
@@ -372,6 +384,19 @@ mod tests {
             decode_parent::<ThingOperator>(thing(json!({"size": 1}), json!({"phase": "Ready"})))
                 .unwrap();
         assert!(parent.status.is_some());
+    }
+
+    #[test]
+    fn admission_drops_a_status_that_no_longer_decodes_but_not_an_invalid_spec() {
+        let mut validation = Validation::new();
+        let text = thing(json!({"size": 1}), json!({"phase": "RenamedSinceThen"})).to_string();
+        let parent = decode_for_admission::<ThingOperator>(&text, &mut validation).unwrap();
+        assert!(parent.status.is_none());
+        assert!(validation.is_valid(), "{:?}", validation.errors());
+
+        let text = thing(json!({"size": "big"}), json!({"phase": "RenamedSinceThen"})).to_string();
+        assert!(decode_for_admission::<ThingOperator>(&text, &mut validation).is_none());
+        assert_eq!(validation.errors()[0].field, "spec.size");
     }
 
     #[test]
