@@ -42,19 +42,21 @@ fn sample_crs() -> Vec<PathBuf> {
     crs
 }
 
-/// `render` of `cr` (with `observed` children) by `plugin`: the exit code, stdout and stderr,
-/// with the plugin's hash and path masked, the only things that may differ between languages.
-/// Without admission: the Rust plugin (contract 0.3.0) also validates and defaults, which the
-/// other languages' SDKs (0.1.0) do not offer yet.
-fn rendered(plugin: &Path, cr: &Path, observed: Option<&Path>) -> String {
+/// `render` of `cr` (with `observed` children) by `plugin`, with admission (the plugin's
+/// `default` and `validate`, as the API server calls them) unless `admission` is false: the
+/// exit code, stdout and stderr, with the plugin's hash and path masked, the only things that
+/// may differ between languages.
+fn rendered(plugin: &Path, cr: &Path, observed: Option<&Path>, admission: bool) -> String {
     let mut args = vec![
         "render",
         path_str(plugin),
         path_str(cr),
         "--now",
         "2026-01-01T00:00:00Z",
-        "--no-admission",
     ];
+    if !admission {
+        args.push("--no-admission");
+    }
     if let Some(observed) = observed {
         args.extend(["--observed", path_str(observed)]);
     }
@@ -86,38 +88,40 @@ fn every_language_renders_what_the_rust_memcached_plugin_renders() {
     for (language, dir) in LANGUAGES {
         let plugin = memcached_in(dir);
         for (cr, observed) in &cases {
-            let expected = rendered(&rust, cr, observed.as_deref());
-            assert_eq!(
-                rendered(&plugin, cr, observed.as_deref()),
-                expected,
-                "{language}: render of {} with {observed:?} differs from the Rust plugin's",
-                cr.display()
-            );
+            // With admission (what `kubectl apply` meets), and without (what `reconcile`
+            // reports of an object stored before the plugin validated).
+            for admission in [true, false] {
+                let expected = rendered(&rust, cr, observed.as_deref(), admission);
+                assert_eq!(
+                    rendered(&plugin, cr, observed.as_deref(), admission),
+                    expected,
+                    "{language}: render of {} with {observed:?} (admission: {admission}) \
+                     differs from the Rust plugin's",
+                    cr.display()
+                );
+            }
         }
     }
 }
 
-/// The contract `inspect` names for `plugin`.
-fn contract_of(plugin: &Path) -> String {
-    let output = operator_host(&["inspect", path_str(plugin), "-o", "json"]);
-    assert!(output.status.success(), "{}", stderr(&output));
-    let info: Value = serde_json::from_slice(&output.stdout).unwrap();
-    info["contract"].as_str().unwrap().to_string()
-}
-
-/// The render test above holds 0.1.0 plugins to a 0.3.0 one: both contracts, one host.
+/// Every SDK builds the newest contract, and each Memcached says it validates and defaults.
 #[test]
-fn the_other_languages_build_contract_0_1_and_the_rust_sdk_0_3() {
+fn every_language_builds_contract_0_3_with_validate_and_default() {
+    let info = |plugin: &Path| -> Value {
+        let output = operator_host(&["inspect", path_str(plugin), "-o", "json"]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let rust = info(&example_plugin("memcached"));
+    assert_eq!(rust["contract"], "operator-host:reconciler@0.3.0");
     assert_eq!(
-        contract_of(&example_plugin("memcached")),
-        "operator-host:reconciler@0.3.0"
+        rust["implements"],
+        serde_json::json!(["validate", "default"])
     );
     for (language, dir) in LANGUAGES {
-        assert_eq!(
-            contract_of(&memcached_in(dir)),
-            "operator-host:reconciler@0.1.0",
-            "{language}"
-        );
+        let info = info(&memcached_in(dir));
+        assert_eq!(info["contract"], rust["contract"], "{language}");
+        assert_eq!(info["implements"], rust["implements"], "{language}");
     }
 }
 
@@ -126,7 +130,7 @@ fn the_samples_cover_success_every_refusal_and_every_status() {
     let rust = example_plugin("memcached");
     let outputs: Vec<String> = sample_crs()
         .iter()
-        .map(|cr| rendered(&rust, cr, None))
+        .map(|cr| rendered(&rust, cr, None, false))
         .collect();
     assert!(
         outputs
@@ -153,7 +157,12 @@ fn the_samples_cover_success_every_refusal_and_every_status() {
         ("observed-scaling.yaml", "Scaling"),
         ("observed-hand-made.yaml", "SpecNotApplied"),
     ] {
-        let output = rendered(&rust, &example("memcached.yaml"), Some(&fixture(observed)));
+        let output = rendered(
+            &rust,
+            &example("memcached.yaml"),
+            Some(&fixture(observed)),
+            true,
+        );
         assert!(
             output.contains(&format!("reason: {reason}")),
             "{observed}: {output}"
@@ -211,10 +220,13 @@ fn every_language_passes_the_conformance_kit() {
             stderr(&output)
         );
         assert!(!out.contains("FAIL"), "{language}: {out}");
-        assert!(
-            out.contains("PASS no state between calls default/odd-quantities"),
-            "{language}: {out}"
-        );
+        for check in [
+            "PASS no state between calls default/odd-quantities",
+            "PASS defaulting idempotent default/memcached-sample",
+            "PASS validation deterministic default/odd-quantities",
+        ] {
+            assert!(out.contains(check), "{language}: {check}: {out}");
+        }
     }
 }
 
