@@ -19,6 +19,7 @@ pub mod service_account;
 pub mod squatter;
 pub mod staged;
 pub mod swap_memory;
+pub mod webhooks;
 
 /// The sizes a benchmark runs at: its whole-number arguments, or `default` without any.
 pub fn bench_sizes(default: &[usize]) -> Vec<usize> {

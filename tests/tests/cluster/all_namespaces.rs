@@ -12,9 +12,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -446,25 +443,6 @@ async fn refuses_an_invalid_parent(client: &Client, namespace: &str) -> anyhow::
     Ok(())
 }
 
-/// Deletes the webhook configurations of the host whose election Lease is `namespace/lease`.
-async fn remove_webhook_configurations(client: &Client, namespace: &str, lease: &str) {
-    let owner = operator_host::webhook::Owner {
-        namespace: namespace.to_string(),
-        lease: lease.to_string(),
-    };
-    let selector = ListParams::default().labels(&owner.selector());
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    validating
-        .delete_collection(&DeleteParams::default(), &selector)
-        .await
-        .unwrap();
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    mutating
-        .delete_collection(&DeleteParams::default(), &selector)
-        .await
-        .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_documented_flag_combination_converges_a_parent() {
     let _turn = TURN.lock().await;
@@ -532,7 +510,12 @@ async fn every_documented_flag_combination_converges_a_parent() {
         if flags.webhooks {
             // They outlive the host (as a deployment's outlive its restarts): without it,
             // they would refuse the next combination's parents.
-            remove_webhook_configurations(&setup.client, leases.name(), &lease).await;
+            operator_host_tests::webhooks::remove_configurations(
+                &setup.client,
+                leases.name(),
+                &lease,
+            )
+            .await;
         }
         ns.cleanup().await.unwrap();
     }

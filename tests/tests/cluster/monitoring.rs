@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use operator_host_tests::devcluster::{repo_root, wait_for};
 use operator_host_tests::election::{CONVERGE, Election, held_canary_policy};
 use operator_host_tests::host::{plugin_path, publish};
@@ -141,8 +141,9 @@ fn the_alert_rules_pass_promtool_and_each_fires_in_its_unit_tests() {
     println!("{tested}");
 }
 
-/// A host that did what every panel shows: served two plugins with --shard, reconciled,
-/// applied, skipped an apply, pruned, hit a sandbox limit, and started a canary.
+/// A host that did what every panel shows: served two plugins with --shard and webhooks,
+/// reconciled, applied, skipped an apply, pruned, hit a sandbox limit, started a canary, and
+/// answered an admission request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_dashboard_query_returns_series_from_a_real_hosts_metrics() {
     let election = Election::new(BINARY, "monitoring").await;
@@ -157,13 +158,40 @@ async fn every_dashboard_query_returns_series_from_a_real_hosts_metrics() {
         .candidate_with(
             "host-a",
             plugins,
-            &["--shard", "--policy", policy.path().to_str().unwrap()],
+            &[
+                "--shard",
+                "--policy",
+                policy.path().to_str().unwrap(),
+                "--webhook-addr",
+                "127.0.0.1:0",
+            ],
         )
         .await;
     let names = election.create_many(0, 2, 1).await;
     election
         .converge(&election.plugin, &names, "the parents")
         .await;
+    // Its webhooks answer a create (a server-side dry run) once the leader registered them.
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let webhooked: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cache.example.com/v1alpha1",
+        "kind": "Memcached",
+        "metadata": {"name": "dry-run"},
+        "spec": {"size": 1},
+    }))
+    .unwrap();
+    wait_for("a webhook request counted", CONVERGE, || async {
+        election.parents.create(&dry_run, &webhooked).await?;
+        let metrics = scrape(&host.metrics).await;
+        Ok(metrics
+            .contains("operator_host_webhook_requests_total{")
+            .then_some(()))
+    })
+    .await
+    .unwrap();
     // A change of metadata only: the children are as wanted, their applies skipped.
     election
         .parents
@@ -239,6 +267,12 @@ async fn every_dashboard_query_returns_series_from_a_real_hosts_metrics() {
 
     release_attacks(&election.ns).await;
     drop(host);
+    operator_host_tests::webhooks::remove_configurations(
+        &election.ns.client(),
+        election.ns.name(),
+        operator_host::leader::DEFAULT_LEASE_NAME,
+    )
+    .await;
     election.ns.cleanup().await.unwrap();
 }
 

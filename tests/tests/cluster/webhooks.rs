@@ -15,12 +15,12 @@ use kube::api::DynamicObject;
 use operator_host::plugin::Plugin;
 use operator_host::policy::Policy;
 use operator_host::rbac;
-use operator_host::webhook::OWNER_LABEL;
 use operator_host_tests::devcluster::{TestNamespace, cluster, kubectl, repo_root, wait_for};
 use operator_host_tests::host::{plugin_path, runtime};
 use operator_host_tests::memcached::{memcached_resource, reconciled_condition};
 use operator_host_tests::process_host::{Launch, ProcessHost};
 use operator_host_tests::service_account;
+use operator_host_tests::webhooks::remove_configurations;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_operator-host-faulty");
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -117,21 +117,6 @@ async fn refused_once_registered(host: &ProcessHost, yaml: &str) -> String {
     )
     .await
     .unwrap_or_else(|e| panic!("{e}; host log:\n{}", host.log_tail(40)))
-}
-
-/// Deletes the webhook configurations a test's host made (they outlive it, as a deployment's
-/// outlive a restart), so they do not linger in the shared cluster.
-fn remove_configurations(lease: &str) {
-    let output = kubectl()
-        .args([
-            "delete",
-            "validatingwebhookconfigurations,mutatingwebhookconfigurations",
-            "-l",
-            &format!("{OWNER_LABEL}={lease}"),
-        ])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
 }
 
 fn memcached_yaml(ns: &str, name: &str, spec: &str) -> String {
@@ -263,7 +248,7 @@ async fn kubectl_apply_shows_the_plugins_field_errors_warnings_and_defaults() {
     assert!(output.status.success(), "{}", stderr(&output));
 
     host.kill().await;
-    remove_configurations(&lease);
+    remove_configurations(&ns.client(), ns.name(), &lease).await;
     service_account::delete_cluster_role(&ns.client(), &role).await;
     ns.cleanup().await.unwrap();
 }
@@ -334,7 +319,7 @@ async fn a_validate_that_traps_or_runs_out_of_time_follows_the_failure_policy() 
         "{accepted}"
     );
     host.kill().await;
-    remove_configurations(&lease);
+    remove_configurations(&ns.client(), ns.name(), &lease).await;
     operator_host_tests::hostile::release_attacks(&ns).await;
     ns.cleanup().await.unwrap();
 }
@@ -380,7 +365,7 @@ async fn the_webhooks_serve_through_a_hot_swap_and_certificate_renewals() {
     assert!(log.contains("plugin replaced plugin=memcached"), "{log}");
     println!("admission: {refusals} refusals through a hot swap and certificate renewals");
     host.kill().await;
-    remove_configurations(&lease);
+    remove_configurations(&ns.client(), ns.name(), &lease).await;
     ns.cleanup().await.unwrap();
 }
 
@@ -471,7 +456,7 @@ async fn a_certificate_directory_is_served_and_a_new_ca_in_it_followed() {
         host.log()
     );
     host.kill().await;
-    remove_configurations(&lease);
+    remove_configurations(&ns.client(), ns.name(), &lease).await;
     ns.cleanup().await.unwrap();
 }
 
@@ -636,7 +621,7 @@ async fn either_version_reads_and_writes_through_conversion_and_a_new_storage_ve
     // webhook that is gone (the Gadgets go with it).
     delete_gadget_crd(&client).await;
     host.kill().await;
-    remove_configurations(&lease);
+    remove_configurations(&ns.client(), ns.name(), &lease).await;
     ns.cleanup().await.unwrap();
 }
 
@@ -680,6 +665,6 @@ async fn after_a_leader_change_the_new_leader_points_the_webhooks_at_itself() {
         killed.elapsed().as_secs_f64()
     );
     standby.kill().await;
-    remove_configurations(&lease);
+    remove_configurations(&ns.client(), ns.name(), &lease).await;
     ns.cleanup().await.unwrap();
 }
