@@ -168,26 +168,18 @@ export class ParentKind {
   decode(object) {
     let decoded;
     try {
-      decoded = this.objectType.decode(object, undefined, []);
-    } catch (first) {
-      if (!(first instanceof DecodeError)) throw first;
-      const isObject = typeof object === 'object' && object !== null && !Array.isArray(object);
-      if (!isObject || !Object.hasOwn(object, 'status')) throw this.invalid(first);
-      const withoutStatus = { ...object };
-      delete withoutStatus.status;
-      try {
-        decoded = this.objectType.decode(withoutStatus, undefined, []);
-      } catch (second) {
-        if (!(second instanceof DecodeError)) throw second;
-        throw this.invalid(second);
-      }
-      log.warn(
-        `the ${this.kind}'s previous status does not decode (${first.message}); reconciling it as if it had none`,
+      decoded = this.decodeExactly(object, (stale) =>
+        log.warn(
+          `the ${this.kind}'s previous status does not decode (${stale.message}); reconciling it as if it had none`,
+        ),
       );
+    } catch (error) {
+      if (!(error instanceof DecodeError)) throw error;
+      throw this.invalid(error);
     }
     const found = this.spec.check(decoded.spec, 'spec');
     if (found) throw new InvalidSpec(`${found[0]}: ${found[1]}`);
-    return { apiVersion: this.apiVersion, kind: this.kind, ...decoded };
+    return decoded;
   }
 
   invalid(error) {
@@ -195,13 +187,27 @@ export class ParentKind {
   }
 
   /**
-   * The parent object decoded as `decode` does, but neither checked against the declared
-   * bounds nor forgiving a status that does not decode: what admission sees, as the Rust
-   * SDK's typed parent. Throws the `DecodeError` naming the field that does not decode.
+   * The parent object decoded as `decode` does, but not checked against the declared bounds:
+   * what admission sees, as the Rust SDK's typed parent. A previous status that does not
+   * decode is dropped (it is the plugin's own earlier output: refusing for it would stop every
+   * spec change), after `onStaleStatus` is told why. Throws the `DecodeError` naming the
+   * field that does not decode.
    * @param {any} object the parent as JSON (parsed)
+   * @param {(error: DecodeError) => void} [onStaleStatus]
    */
-  decodeExactly(object) {
-    return { apiVersion: this.apiVersion, kind: this.kind, ...this.objectType.decode(object, undefined, []) };
+  decodeExactly(object, onStaleStatus = () => {}) {
+    let decoded;
+    try {
+      decoded = this.objectType.decode(object, undefined, []);
+    } catch (first) {
+      const isObject = typeof object === 'object' && object !== null && !Array.isArray(object);
+      if (!(first instanceof DecodeError) || !isObject || !Object.hasOwn(object, 'status')) throw first;
+      const withoutStatus = { ...object };
+      delete withoutStatus.status;
+      decoded = this.objectType.decode(withoutStatus, undefined, []);
+      onStaleStatus(first);
+    }
+    return { apiVersion: this.apiVersion, kind: this.kind, ...decoded };
   }
 }
 

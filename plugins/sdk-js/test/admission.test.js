@@ -238,3 +238,27 @@ test('a CRD of several versions: merged as kube merges them, and only with conve
     { message: 'the CRD serves 2 versions (v2, v1): the plugin needs convert(object, toVersion)' },
   );
 });
+
+test('a previous status that no longer decodes is dropped at admission, a spec that does not decode is not', () => {
+  const Phased = defineKind({
+    group: 'g.dev',
+    version: 'v1',
+    kind: 'Phased',
+    plural: 'phaseds',
+    spec: t.object({ size: t.integer({ format: 'int32' }) }, { required: ['size'] }),
+    status: t.object({ ready: t.integer({ format: 'int32' }) }, { required: ['ready'] }),
+  });
+  const phased = reconciler({
+    name: 'phased',
+    version: '0.1.0',
+    parent: Phased,
+    children: [],
+    reconcile: () => new Desired(),
+    validate: (parent) => new Validation().warn(`size ${parent.spec.size}, status ${JSON.stringify(parent.status)}`),
+  });
+  const written = (size) => ({ apiVersion: 'g.dev/v1', kind: 'Phased', metadata: { name: 'p' }, spec: { size }, status: { ready: 'renamed since' } });
+  assert.deepEqual(phased.validate(review('create', written(2))), { errors: [], warnings: ['size 2, status undefined'] });
+  assert.deepEqual(phased.validate(review('create', written('two'))).errors, [
+    { reason: 'invalid', field: 'spec.size', value: undefined, detail: 'invalid type: string "two", expected i32' },
+  ]);
+});

@@ -129,28 +129,45 @@ fn decode_request<R: Reconciler>(
     Ok((decode_parent::<R>(parent)?, observed))
 }
 
-/// The parent as `R::Parent`. Its status is the plugin's own earlier output, not the user's
-/// input: one that no longer decodes (a phase renamed in a new version of the plugin) is
-/// dropped with a warning, so the parent is reconciled and gets a new status instead of
-/// failing as an invalid spec until someone edits it.
-fn decode_parent<R: Reconciler>(mut parent: serde_json::Value) -> Result<R::Parent, Error> {
-    let kind = R::Parent::api_resource().kind;
-    let first_error = match serde_path_to_error::deserialize(&parent) {
-        Ok(decoded) => return Ok(decoded),
+/// A decoding error of the parent, naming the field.
+type DecodeError = serde_path_to_error::Error<serde_json::Error>;
+
+/// `value` as `R::Parent`. Its status is the plugin's own earlier output, not the user's
+/// input: one that no longer decodes (a phase renamed in a new version of the plugin) is left
+/// out, and its error returned beside the parent, so that neither a reconcile nor an
+/// admission request fails for it until someone edits the parent. Every entry point decodes
+/// the parent here.
+fn decode_dropping_stale_status<R: Reconciler>(
+    value: &serde_json::Value,
+) -> Result<(R::Parent, Option<DecodeError>), DecodeError> {
+    let first = match serde_path_to_error::deserialize(value) {
+        Ok(decoded) => return Ok((decoded, None)),
         Err(e) => e,
     };
-    if parent
+    let mut without_status = value.clone();
+    if without_status
         .as_object_mut()
         .and_then(|object| object.remove("status"))
         .is_none()
     {
-        return Err(invalid_parent(&kind, first_error));
+        return Err(first);
     }
-    let decoded =
-        serde_path_to_error::deserialize(&parent).map_err(|e| invalid_parent(&kind, e))?;
-    crate::log::warn(format!(
-        "the {kind}'s previous status does not decode ({first_error}); reconciling it as if it had none"
-    ));
+    let decoded = serde_path_to_error::deserialize(&without_status)?;
+    Ok((decoded, Some(first)))
+}
+
+/// The parent as `R::Parent` for `reconcile` and `finalize`: a stale status is dropped with a
+/// warning, so the parent is reconciled and gets a new status instead of failing as an invalid
+/// spec.
+fn decode_parent<R: Reconciler>(parent: serde_json::Value) -> Result<R::Parent, Error> {
+    let kind = R::Parent::api_resource().kind;
+    let (decoded, stale) =
+        decode_dropping_stale_status::<R>(&parent).map_err(|e| invalid_parent(&kind, e))?;
+    if let Some(first_error) = stale {
+        crate::log::warn(format!(
+            "the {kind}'s previous status does not decode ({first_error}); reconciling it as if it had none"
+        ));
+    }
     Ok(decoded)
 }
 
@@ -201,32 +218,21 @@ pub fn finalize<R: Reconciler>(
 }
 
 /// The parent in an admission request as `R::Parent`, or the field error of what does not
-/// decode (`spec.size: Invalid value: ...: invalid type: string "x", expected i32`). A status
-/// that no longer decodes is dropped, as [`decode_parent`] does: it is the plugin's own
-/// earlier output, and refusing for it would stop every spec change until a reconcile.
+/// decode (`spec.size: Invalid value: ...: invalid type: string "x", expected i32`); a stale
+/// status is dropped, as for a reconcile.
 fn decode_for_admission<R: Reconciler>(
     object: &str,
     validation: &mut Validation,
 ) -> Option<R::Parent> {
-    let mut value: serde_json::Value = match serde_json::from_str(object) {
+    let value: serde_json::Value = match serde_json::from_str(object) {
         Ok(value) => value,
         Err(e) => {
             validation.invalid("", serde_json::Value::Null, format!("not JSON: {e}"));
             return None;
         }
     };
-    let mut decoded = serde_path_to_error::deserialize::<_, R::Parent>(&value);
-    if let Err(e) = &decoded
-        && e.path().iter().next().is_some_and(
-            |segment| matches!(segment, serde_path_to_error::Segment::Map { key } if key == "status"),
-        )
-        && let Some(object) = value.as_object_mut()
-    {
-        object.remove("status");
-        decoded = serde_path_to_error::deserialize::<_, R::Parent>(&value);
-    }
-    match decoded {
-        Ok(parent) => Some(parent),
+    match decode_dropping_stale_status::<R>(&value) {
+        Ok((parent, _)) => Some(parent),
         Err(e) => {
             let field = e.path().to_string();
             validation.error(crate::FieldError {
@@ -300,7 +306,7 @@ pub fn validate<R: Reconciler>(request: wit::AdmissionRequest) -> wit::Validatio
 pub fn default<R: Reconciler>(object: String) -> Result<String, String> {
     let mut value: serde_json::Value =
         serde_json::from_str(&object).map_err(|e| format!("the object is not JSON: {e}"))?;
-    let Ok(mut parent) = serde_json::from_value::<R::Parent>(value.clone()) else {
+    let Ok((mut parent, _)) = decode_dropping_stale_status::<R>(&value) else {
         return Ok(object);
     };
     let encode = |parent: &R::Parent| {
@@ -365,6 +371,12 @@ mod tests {
         fn reconcile(_: &Thing, _: &Observed) -> Result<crate::Desired, Error> {
             Ok(crate::Desired::new())
         }
+        const DEFAULT: bool = true;
+        fn default(parent: &mut Thing) {
+            if parent.spec.size == 0 {
+                parent.spec.size = 1;
+            }
+        }
     }
 
     fn thing(spec: serde_json::Value, status: serde_json::Value) -> serde_json::Value {
@@ -397,6 +409,15 @@ mod tests {
         let text = thing(json!({"size": "big"}), json!({"phase": "RenamedSinceThen"})).to_string();
         assert!(decode_for_admission::<ThingOperator>(&text, &mut validation).is_none());
         assert_eq!(validation.errors()[0].field, "spec.size");
+    }
+
+    #[test]
+    fn default_applies_to_a_parent_whose_status_no_longer_decodes_and_keeps_that_status() {
+        let text = thing(json!({"size": 0}), json!({"phase": "RenamedSinceThen"})).to_string();
+        let defaulted: serde_json::Value =
+            serde_json::from_str(&default::<ThingOperator>(text).unwrap()).unwrap();
+        assert_eq!(defaulted["spec"]["size"], 1);
+        assert_eq!(defaulted["status"]["phase"], "RenamedSinceThen");
     }
 
     #[test]
