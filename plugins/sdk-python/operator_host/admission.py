@@ -107,17 +107,21 @@ class Validation:
         try:
             return checker(*args, **kwargs)
         except InvalidSpec as e:
-            if e.field is not None and e.detail is not None:
-                field, detail = e.field, e.detail
-            else:
-                # Made by hand: split as the Rust SDK does, the whole message on `spec` else.
-                field, separator, detail = e.message.partition(": ")
-                if not separator:
-                    field, detail = "spec", e.message
-            self._push(FieldErrorType.INVALID, field, None, detail)
+            self.add_invalid_spec(e)
         except Retry:
             pass
         return None
+
+    def add_invalid_spec(self, error: InvalidSpec) -> "Validation":
+        """Adds the field error of the SDK's invalid-spec error `error`, as `check` does."""
+        if error.field is not None and error.detail is not None:
+            field, detail = error.field, error.detail
+        else:
+            # Made by hand: split as the Rust SDK does, the whole message on `spec` else.
+            field, separator, detail = error.message.partition(": ")
+            if not separator:
+                field, detail = "spec", error.message
+        return self._push(FieldErrorType.INVALID, field, None, detail)
 
     def warn(self, message: object) -> "Validation":
         """Adds a warning, shown by kubectl as `Warning: <message>`."""

@@ -358,14 +358,14 @@ class Operator:
             # reason to keep it: only one that decodes is the handler's.
             old = self._decode_for_admission(old_json, Validation()) if old_json else None
             if old is not None and self.validate_delete_handler is not None:
-                validation = _checked_validation(self.validate_delete_handler(old), "validate_delete")
+                validation = _validation_of(lambda: self.validate_delete_handler(old), "validate_delete")
             return validation
         parent = self._decode_for_admission(object_json, validation) if object_json else None
         # An old object that no longer decodes is no reason to refuse the new one: it is
         # validated as a create.
         old = self._decode_for_admission(old_json, Validation()) if old_json else None
         if parent is not None and self.validate_handler is not None:
-            validation = _checked_validation(self.validate_handler(parent, old), "validate")
+            validation = _validation_of(lambda: self.validate_handler(parent, old), "validate")
         return validation
 
     def run_default(self, object_json: str) -> str:
@@ -419,14 +419,23 @@ class Operator:
         return self.crd if self.crd is not None else self.parent.crd()
 
     def info(self) -> dict:
-        """What the plugin declares (the contract's `plugin-info`), as JSON data."""
+        """What the plugin declares (the contract's `plugin-info`), as JSON data. A CRD that
+        serves several versions needs a convert handler: without one, this raises (as the host
+        would refuse the plugin at load)."""
+        crd = self.custom_resource_definition()
+        served = [v["name"] for v in crd["spec"]["versions"] if v.get("served", True)]
+        if len(served) > 1 and self.convert_handler is None:
+            raise ValueError(
+                f"plugin {self.name}: its CRD serves {', '.join(served)}, so it needs a convert"
+                " handler (@operator.convert)"
+            )
         return {
             "name": self.name,
             "version": self.version,
             "parent": self.parent.as_kind,
             "children": list(self.children),
             "needs_finalize": self.finalize_handler is not None,
-            "crd": self.custom_resource_definition(),
+            "crd": crd,
             "related": list(self.related),
             "implements": self.implements,
         }
@@ -439,8 +448,14 @@ class Operator:
         return plugin_class(self)
 
 
-def _checked_validation(returned: Any, handler: str) -> Validation:
-    """What a validate handler returned, when it is a `Validation` (anything else is a bug)."""
+def _validation_of(call: Callable[[], Any], handler: str) -> Validation:
+    """What a validate handler returned, when it is a `Validation` (anything else is a bug).
+    An `InvalidSpec` it raises (a `reconcile` check called without `Validation.check`) is its
+    field error, as `check` makes it."""
+    try:
+        returned = call()
+    except InvalidSpec as e:
+        return Validation().add_invalid_spec(e)
     if not isinstance(returned, Validation):
         raise TypeError(f"{handler} returned {type(returned).__name__}, expected a Validation")
     return returned

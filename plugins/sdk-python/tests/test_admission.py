@@ -236,6 +236,15 @@ def test_a_validate_handler_must_return_a_validation():
         wrong.run_validate("create", gadget({"replicas": 1}), None)
 
 
+def test_an_invalid_spec_raised_by_a_validate_handler_is_its_field_error():
+    raising = oh.Operator(name="raising", version="0.1.0", parent=GADGET_V1)
+    raising.validate(lambda parent, old: check_replicas(parent.spec) and Validation())
+    assert printed(raising.run_validate("create", gadget({"replicas": 11}), None)) == [
+        "spec.replicas: Invalid value: must be between 1 and 10, got 11"
+    ]
+    assert printed(raising.run_validate("create", gadget({"replicas": 2}), None)) == []
+
+
 def test_default_patches_only_the_fields_the_handler_changed():
     received = gadget(
         {"replicas": 2, "unmodelled": {"kept": True}},
@@ -295,6 +304,17 @@ def test_merge_crds_serves_every_version_and_stores_one():
     assert v2_spec["properties"]["replicas"]["required"] == ["count"]
     stored_v2 = oh.merge_crds([GADGET_V1.crd(), GADGET_V2.crd()], "v2")["spec"]["versions"]
     assert [(v["name"], v["storage"]) for v in stored_v2] == [("v2", True), ("v1", False)]
+
+
+def test_a_crd_of_several_versions_needs_a_convert_handler():
+    unconverted = oh.Operator(
+        name="unconverted",
+        version="0.1.0",
+        parent=GADGET_V1,
+        crd=oh.merge_crds([GADGET_V1.crd(), GADGET_V2.crd()], "v1"),
+    )
+    with pytest.raises(ValueError, match=r"plugin unconverted: its CRD serves v1, v2, so it needs a convert handler"):
+        unconverted.info()
 
 
 @pytest.mark.parametrize(
