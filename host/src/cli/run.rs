@@ -89,8 +89,8 @@ pub(super) struct RunArgs {
     #[arg(long, value_name = "URL", conflicts_with = "webhook_service")]
     webhook_url: Option<String>,
     /// The Service in front of the host's pods that the API server calls the webhooks
-    /// through: [NAMESPACE/]NAME[:PORT] (by default the election Lease's namespace, which is
-    /// the pod's own, and port 443).
+    /// through: [NAMESPACE/]NAME[:PORT] (by default the election Lease's namespace: the
+    /// pod's own unless --leader-elect-namespace says otherwise; port 443).
     #[arg(long, value_name = "[NAMESPACE/]NAME[:PORT]", value_parser = parse_service)]
     webhook_service: Option<WebhookService>,
     /// What a webhook does when the plugin's call fails (traps, runs out of time or
@@ -100,7 +100,12 @@ pub(super) struct RunArgs {
     /// Serve the certificate of this directory (`tls.crt`, `tls.key`, and `ca.crt`: the CA
     /// the API server is told to trust), e.g. a mounted Secret that cert-manager issues and
     /// renews, instead of the host's own CA; reloaded when its files change.
-    #[arg(long, value_name = "DIR", requires = "webhook_addr")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "webhook_addr",
+        conflicts_with = "webhook_certificate_validity"
+    )]
     webhook_cert_dir: Option<PathBuf>,
     /// How long each serving certificate of the host's own CA is valid; it is renewed after
     /// two thirds of it (e.g. 7d, 12h).
@@ -139,7 +144,9 @@ fn parse_service(text: &str) -> Result<WebhookService, String> {
         Some((name, port)) => (
             name,
             port.parse()
-                .map_err(|_| format!("the port of {text:?} is not a number from 1 to 65535"))?,
+                .ok()
+                .filter(|port| *port != 0)
+                .ok_or_else(|| format!("the port of {text:?} is not a number from 1 to 65535"))?,
         ),
         None => (rest, 443),
     };
@@ -323,7 +330,7 @@ mod tests {
                 port: 8443
             }
         );
-        for bad in ["/hooks", "system/", "a/b/c", "hooks:x", ""] {
+        for bad in ["/hooks", "system/", "a/b/c", "hooks:x", "hooks:0", ""] {
             assert!(parse_service(bad).is_err(), "{bad}");
         }
     }

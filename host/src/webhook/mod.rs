@@ -241,7 +241,8 @@ pub async fn start(
         }
         Certificates::Dir(dir) => {
             let listening = listen(config).await?;
-            let certified = tls::ServingCert::from_dir(dir.clone())?;
+            let names = listening.endpoint.certificate_names()?;
+            let certified = tls::ServingCert::from_dir(dir.clone(), names)?;
             serve(listening, certified, config, plugins, metrics, stop)
         }
     }
@@ -440,7 +441,7 @@ async fn admission(
             json(&review)
         }
         Err(error) => {
-            count(&state, &name, hook.as_str(), "bad-request");
+            count(&state, &name, hook.as_str(), error_outcome(&error));
             bad_review(&name, hook.as_str(), &error)
         }
     }
@@ -469,19 +470,20 @@ async fn serve_convert(
     };
     match convert(plugin, &body, &state.metrics).await {
         Ok(review) => {
-            let converted = review.response.as_ref().is_some_and(|response| {
-                response.result.status == Some(kube::core::response::StatusSummary::Success)
-            });
-            count(
-                &state,
-                &name,
-                "convert",
-                if converted { "allowed" } else { "refused" },
-            );
+            let outcome = match review.response.as_ref().map(|response| &response.result) {
+                Some(result)
+                    if result.status == Some(kube::core::response::StatusSummary::Success) =>
+                {
+                    "allowed"
+                }
+                Some(result) if result.reason == review::CONVERSION_CALL_FAILED => "failed",
+                _ => "refused",
+            };
+            count(&state, &name, "convert", outcome);
             json(&review)
         }
         Err(error) => {
-            count(&state, &name, "convert", "bad-request");
+            count(&state, &name, "convert", error_outcome(&error));
             bad_review(&name, "convert", &error)
         }
     }
@@ -508,9 +510,22 @@ fn not_served(name: &str) -> Response {
         .into_response()
 }
 
+/// The outcome a request that got no review counts as: the host's failure to run the call,
+/// or a request that is not the API server's.
+fn error_outcome(error: &ReviewError) -> &'static str {
+    match error {
+        ReviewError::CallTask(_) => "failed",
+        _ => "bad-request",
+    }
+}
+
 fn bad_review(name: &str, hook: &str, error: &ReviewError) -> Response {
     tracing::warn!(plugin = name, webhook = hook, %error, "webhook request refused");
-    (StatusCode::BAD_REQUEST, error.to_string()).into_response()
+    let status = match error {
+        ReviewError::CallTask(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    (status, error.to_string()).into_response()
 }
 
 /// Keeps the API server's webhook configurations in step with `plugins` while this host may

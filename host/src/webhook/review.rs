@@ -358,30 +358,59 @@ pub async fn convert(
     .await?;
     Ok(match converted {
         Ok(objects) => response.success(objects),
-        Err(message) => response.failure(Status::failure(&message, "ConversionFailed")),
+        Err((reason, message)) => response.failure(Status::failure(&message, reason)),
     }
     .into_review())
 }
 
-/// Every object converted to `desired` (`group/version`), each checked.
-fn convert_all(plugin: &Plugin, objects: &[Value], desired: &str) -> Result<Vec<Value>, String> {
+/// The reason of a conversion whose plugin call failed (trapped, ran out of time or memory),
+/// as against one the plugin refused or answered wrongly (`ConversionFailed`).
+pub const CONVERSION_CALL_FAILED: &str = "PluginCallFailed";
+const CONVERSION_FAILED: &str = "ConversionFailed";
+
+/// Every object converted to `desired` (`group/version`), each checked; or why not, with the
+/// reason of the failure.
+fn convert_all(
+    plugin: &Plugin,
+    objects: &[Value],
+    desired: &str,
+) -> Result<Vec<Value>, (&'static str, String)> {
+    convert_checked(plugin, objects, desired).map_err(|failure| match failure {
+        ConvertFailure::Call(message) => (CONVERSION_CALL_FAILED, message),
+        ConvertFailure::Refused(message) => (CONVERSION_FAILED, message),
+    })
+}
+
+/// Why a conversion failed.
+enum ConvertFailure {
+    /// The plugin's call did not complete.
+    Call(String),
+    /// The plugin refused, or answered something that is not a conversion.
+    Refused(String),
+}
+
+fn convert_checked(
+    plugin: &Plugin,
+    objects: &[Value],
+    desired: &str,
+) -> Result<Vec<Value>, ConvertFailure> {
     let parent = &plugin.decl.parent;
     let version = match desired.split_once('/') {
         Some((group, version)) if group == parent.group => version,
         _ => {
-            return Err(format!(
+            return Err(ConvertFailure::Refused(format!(
                 "cannot convert to {desired}: plugin {} serves the group {}",
                 plugin.decl.name, parent.group
-            ));
+            )));
         }
     };
     let served = plugin.decl.served_versions();
     if !served.contains(&version) {
-        return Err(format!(
+        return Err(ConvertFailure::Refused(format!(
             "cannot convert to {desired}: the CRD of plugin {} serves {}",
             plugin.decl.name,
             served.join(", ")
-        ));
+        )));
     }
     objects
         .iter()
@@ -394,29 +423,29 @@ fn convert_all(plugin: &Plugin, objects: &[Value], desired: &str) -> Result<Vec<
             {
                 Ok(Ok(converted)) => converted,
                 Ok(Err(refusal)) => {
-                    return Err(format!(
+                    return Err(ConvertFailure::Refused(format!(
                         "plugin {} cannot convert {name} to {version}: {refusal}",
                         plugin.decl.name
-                    ));
+                    )));
                 }
                 Err(error) => {
-                    return Err(format!(
+                    return Err(ConvertFailure::Call(format!(
                         "plugin {} failed to convert {name}: {error}",
                         plugin.decl.name
-                    ));
+                    )));
                 }
             };
             let converted: Value = serde_json::from_str(&converted).map_err(|e| {
-                format!(
+                ConvertFailure::Refused(format!(
                     "plugin {} converted {name} to something that is not JSON: {e}",
                     plugin.decl.name
-                )
+                ))
             })?;
             check_conversion(object, &converted, desired).map_err(|problem| {
-                format!(
+                ConvertFailure::Refused(format!(
                     "plugin {}'s conversion of {name} {problem}",
                     plugin.decl.name
-                )
+                ))
             })?;
             Ok(converted)
         })

@@ -260,6 +260,10 @@ const CA_FILE: &str = "ca.crt";
 /// within about a minute of its change, and cert-manager renews well before expiry (a third of
 /// the duration by default), so checking often only shortens the time a renewal takes.
 const CERT_DIR_PERIOD: Duration = Duration::from_secs(10);
+/// How long a CA replaced in a certificate directory stays in the registered bundle beside the
+/// new one: the other replicas' kubelets update their copies of the Secret up to a minute or
+/// two later, and until then they serve certificates of the old CA.
+const REPLACED_CA_GRACE: Duration = Duration::from_secs(5 * 60);
 
 /// The content of a certificate directory, as read.
 #[derive(PartialEq, Eq)]
@@ -324,20 +328,63 @@ impl CertFiles {
     }
 }
 
+/// Why `certified` would not be accepted for `names` by a client trusting `ca` (PEM), if it
+/// would not: logged, not refused, as the API server's own verifier is the one that decides.
+fn verification_problem(certified: &CertifiedKey, ca: &str, names: &[String]) -> Option<String> {
+    use rustls::client::danger::ServerCertVerifier;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca.as_bytes()).flatten() {
+        if let Err(e) = roots.add(cert) {
+            return Some(format!("{CA_FILE} holds a certificate that is no CA: {e}"));
+        }
+    }
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::new(rustls::crypto::ring::default_provider()),
+    )
+    .build()
+    .map_err(|e| e.to_string())
+    .ok()?;
+    names.iter().find_map(|name| {
+        let server_name = rustls::pki_types::ServerName::try_from(name.as_str()).ok()?;
+        verifier
+            .verify_server_cert(
+                &certified.cert[0],
+                &certified.cert[1..],
+                &server_name,
+                &[],
+                rustls::pki_types::UnixTime::now(),
+            )
+            .err()
+            .map(|e| format!("{CERT_FILE} is not valid for {name} under {CA_FILE}: {e}"))
+    })
+}
+
 impl ServingCert {
     /// The certificate of the directory `dir` (`tls.crt`, `tls.key`, `ca.crt`: a mounted
     /// Secret of cert-manager's), the CA bundle to register, and the task that reloads both
     /// when the files change (until the returned certificate is dropped). A change that does
     /// not load (a half-written update) keeps the certificate served until the next one does.
-    pub fn from_dir(dir: PathBuf) -> Result<(Arc<Self>, watch::Receiver<String>), Error> {
+    /// A new CA is registered at once together with the one it replaces, which leaves the
+    /// bundle after [`REPLACED_CA_GRACE`]. A certificate the API server would not accept for
+    /// `names` (the endpoint's) is served, with a warning saying why.
+    pub fn from_dir(
+        dir: PathBuf,
+        names: Vec<String>,
+    ) -> Result<(Arc<Self>, watch::Receiver<String>), Error> {
         let mut loaded = CertFiles::read(&dir)?;
-        let (certified, ca) = loaded.parse(&dir)?;
+        let (certified, mut ca) = loaded.parse(&dir)?;
+        if let Some(problem) = verification_problem(&certified, &ca, &names) {
+            tracing::warn!(dir = %dir.display(), %problem, "the webhooks' certificate will be refused");
+        }
         let serving = Arc::new(ServingCert {
             current: ArcSwap::from_pointee(certified),
         });
-        let (bundle, bundle_changes) = watch::channel(ca);
+        let (bundle, bundle_changes) = watch::channel(ca.clone());
         let reloading = Arc::downgrade(&serving);
         tokio::spawn(async move {
+            let mut replaced: Option<(String, tokio::time::Instant)> = None;
             loop {
                 tokio::time::sleep(CERT_DIR_PERIOD).await;
                 let Some(serving) = reloading.upgrade() else {
@@ -352,13 +399,17 @@ impl ServingCert {
                 });
                 match reloaded {
                     Ok(None) => {}
-                    Ok(Some((files, (certified, ca)))) => {
+                    Ok(Some((files, (certified, new_ca)))) => {
+                        if let Some(problem) = verification_problem(&certified, &new_ca, &names) {
+                            tracing::warn!(dir = %dir.display(), %problem, "the webhooks' certificate will be refused");
+                        }
                         serving.current.store(Arc::new(certified));
-                        bundle.send_if_modified(|current| {
-                            let changed = *current != ca;
-                            *current = ca;
-                            changed
-                        });
+                        if new_ca != ca {
+                            replaced = Some((
+                                std::mem::replace(&mut ca, new_ca),
+                                tokio::time::Instant::now(),
+                            ));
+                        }
                         loaded = files;
                         tracing::info!(dir = %dir.display(), "reloaded the webhooks' certificate");
                     }
@@ -366,6 +417,21 @@ impl ServingCert {
                         tracing::warn!(%error, "keeping the webhooks' certificate served");
                     }
                 }
+                if replaced
+                    .as_ref()
+                    .is_some_and(|(_, since)| since.elapsed() >= REPLACED_CA_GRACE)
+                {
+                    replaced = None;
+                }
+                let wanted = match &replaced {
+                    Some((old, _)) => format!("{}\n{old}", ca.trim_end()),
+                    None => ca.clone(),
+                };
+                bundle.send_if_modified(|current| {
+                    let changed = *current != wanted;
+                    *current = wanted;
+                    changed
+                });
             }
         });
         Ok((serving, bundle_changes))
@@ -467,6 +533,25 @@ mod tests {
             ..cert_files(&ca)
         };
         assert_eq!(problem(not_pem), "tls.crt holds no certificate");
+    }
+
+    #[test]
+    fn a_certificate_is_checked_against_the_ca_and_the_names_it_must_hold() {
+        let (ca, _) = Ca::generate("test").unwrap();
+        let (certified, bundle) = cert_files(&ca).parse(Path::new("/certs")).unwrap();
+        assert_eq!(
+            verification_problem(&certified, &bundle, &["hooks.system.svc".into()]),
+            None
+        );
+        let wrong_name = verification_problem(&certified, &bundle, &["other.system.svc".into()]);
+        assert!(
+            wrong_name.is_some_and(|p| p.starts_with("tls.crt is not valid for other.system.svc")),
+        );
+        let (other_ca, _) = Ca::generate("other").unwrap();
+        assert!(
+            verification_problem(&certified, &other_ca.cert_pem, &["hooks.system.svc".into()])
+                .is_some()
+        );
     }
 
     #[test]

@@ -414,9 +414,43 @@ async fn registered_ca_bundle(name: &str) -> Option<String> {
     String::from_utf8(bundle.0).ok()
 }
 
+/// The URL the validating webhook configuration `name` sends requests to.
+async fn registered_url(name: &str) -> String {
+    let configurations: Api<ValidatingWebhookConfiguration> =
+        Api::all(operator_host_tests::devcluster::client().await);
+    let configuration = configurations.get(name).await.unwrap();
+    configuration.webhooks.unwrap()[0]
+        .client_config
+        .url
+        .clone()
+        .expect("a URL: the test's host is outside the cluster")
+}
+
+/// A TLS handshake with `addr` (`127.0.0.1:PORT`) trusting only the CA `ca_pem`.
+async fn handshake_trusting(addr: &str, ca_pem: &str) -> std::io::Result<()> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let host = addr.split(':').next().unwrap().to_string();
+    let name = rustls::pki_types::ServerName::try_from(host).unwrap();
+    connector.connect(name, tcp).await.map(|_| ())
+}
+
 /// `run --webhook-cert-dir`: the host serves the certificate of a directory laid out as
 /// cert-manager's mounted Secret, registers its `ca.crt`, and when cert-manager renews it
-/// with a new CA, serves the new certificate and registers the new CA without a restart.
+/// with a new CA, serves the new certificate and registers the new CA (beside the old one for
+/// a grace period) without a restart.
 #[tokio::test]
 async fn a_certificate_directory_is_served_and_a_new_ca_in_it_followed() {
     let ns = TestNamespace::new("admission-certdir").await.unwrap();
@@ -439,15 +473,32 @@ async fn a_certificate_directory_is_served_and_a_new_ca_in_it_followed() {
     );
 
     let second_ca = issue_as_cert_manager(certs.path(), "second CA");
+    // At once, the new CA beside the old one (other replicas serve certificates of the old CA
+    // until their kubelets update the Secret).
     wait_for("the new CA registered", TIMEOUT, || async {
+        let bundle = registered_ca_bundle(&configuration)
+            .await
+            .unwrap_or_default();
         Ok(
-            (registered_ca_bundle(&configuration).await.as_deref() == Some(second_ca.as_str()))
+            (bundle.starts_with(second_ca.as_str()) && bundle.contains(first_ca.as_str()))
                 .then_some(()),
         )
     })
     .await
     .unwrap_or_else(|e| panic!("{e}; host log:\n{}", host.log_tail(40)));
-    // The API server now trusts only the new CA: a refusal means the new certificate is served.
+    // The new certificate is served: a client trusting only the new CA accepts it.
+    let url = registered_url(&configuration).await;
+    let served_by = url
+        .trim_start_matches("https://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    wait_for("the new certificate served", TIMEOUT, || async {
+        Ok(handshake_trusting(&served_by, &second_ca).await.ok())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; host log:\n{}", host.log_tail(40)));
     let refusal = refused_once_registered(&host, &bad).await;
     assert!(refusal.contains("spec.image"), "{refusal}");
     assert!(
