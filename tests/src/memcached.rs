@@ -24,6 +24,17 @@ pub fn memcached_resource() -> ApiResource {
     }
 }
 
+/// A custom resource of `resource` named `name` with `spec`, to create.
+pub fn custom_resource(resource: &ApiResource, name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {"name": name},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
 /// Creates a custom resource of `resource` named `name` with `spec`.
 pub async fn create(
     api: &Api<DynamicObject>,
@@ -31,14 +42,41 @@ pub async fn create(
     name: &str,
     spec: Value,
 ) -> DynamicObject {
-    let object: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": resource.api_version,
-        "kind": resource.kind,
-        "metadata": {"name": name},
-        "spec": spec,
-    }))
-    .unwrap();
+    let object = custom_resource(resource, name, spec);
     api.create(&PostParams::default(), &object).await.unwrap()
+}
+
+/// Waits until the Memcached plugin's webhook refuses, in `api`'s namespace, a Memcached with
+/// an image it refuses (`spec.image`) and returns the API server's message. One created before
+/// the leader registered the webhooks is deleted and tried again, as is a request the API
+/// server could not deliver to a webhook yet.
+pub async fn wait_for_webhook_refusal(
+    api: &Api<DynamicObject>,
+    timeout: std::time::Duration,
+) -> Result<String, crate::devcluster::Error> {
+    let invalid = custom_resource(
+        &memcached_resource(),
+        "bad-image",
+        json!({"size": 1, "image": "bad image"}),
+    );
+    crate::devcluster::wait_for(
+        "the webhook to refuse an invalid Memcached",
+        timeout,
+        || async {
+            match api.create(&PostParams::default(), &invalid).await {
+                Err(kube::Error::Api(status)) if status.message.contains("spec.image") => {
+                    Ok(Some(status.message))
+                }
+                Err(kube::Error::Api(status)) if status.message.contains("webhook") => Ok(None),
+                Ok(_) => {
+                    api.delete("bad-image", &Default::default()).await?;
+                    Ok(None)
+                }
+                Err(other) => Err(other.into()),
+            }
+        },
+    )
+    .await
 }
 
 /// The condition of `type_` in `cr`'s status, or null.

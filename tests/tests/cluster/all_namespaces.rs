@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 use operator_host::plugin::Plugin;
 use operator_host::shard::{RING_LABEL, SHARD_LABEL};
@@ -21,7 +21,9 @@ use operator_host_tests::devcluster::{self, IsolatedCluster, TestNamespace, wait
 use operator_host_tests::election::plugin_dir;
 use operator_host_tests::host::{plugin_path, runtime};
 use operator_host_tests::hostile::{attack_resource, release_attacks, wait_for_finalizer};
-use operator_host_tests::memcached::{create, memcached_resource, patch_spec, wait_for_reason};
+use operator_host_tests::memcached::{
+    create, memcached_resource, patch_spec, wait_for_reason, wait_for_webhook_refusal,
+};
 use operator_host_tests::oracle::{Oracle, all_converge};
 use operator_host_tests::process_host::{Launch, ProcessHost, free_local_addr, http_get};
 use serde_json::json;
@@ -411,38 +413,6 @@ const COMBINATIONS: &[Flags] = &[
     },
 ];
 
-/// Whether the webhooks of a host serving every namespace refuse, in `namespace`, a Memcached
-/// the plugin refuses (once the leader has registered them).
-async fn refuses_an_invalid_parent(client: &Client, namespace: &str) -> anyhow::Result<()> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), namespace, &memcached_resource());
-    let invalid: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "cache.example.com/v1alpha1",
-        "kind": "Memcached",
-        "metadata": {"name": "bad-image"},
-        "spec": {"size": 1, "image": "bad image"},
-    }))?;
-    wait_for(
-        "the webhook to refuse an invalid Memcached",
-        BOUND,
-        || async {
-            match api.create(&PostParams::default(), &invalid).await {
-                Err(kube::Error::Api(status)) if status.message.contains("spec.image") => {
-                    Ok(Some(()))
-                }
-                Ok(_) => {
-                    // Created before the leader registered the webhooks: try again.
-                    api.delete("bad-image", &DeleteParams::default()).await?;
-                    Ok(None)
-                }
-                Err(other) => Err(other.into()),
-            }
-        },
-    )
-    .await?;
-    Ok(())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_documented_flag_combination_converges_a_parent() {
     let _turn = TURN.lock().await;
@@ -497,8 +467,10 @@ async fn every_documented_flag_combination_converges_a_parent() {
                 host.host.log_tail(20)
             )),
         }
+        let memcacheds =
+            Api::namespaced_with(setup.client.clone(), ns.name(), &memcached_resource());
         if flags.webhooks
-            && let Err(e) = refuses_an_invalid_parent(&setup.client, ns.name()).await
+            && let Err(e) = wait_for_webhook_refusal(&memcacheds, BOUND).await
         {
             broken.push(format!(
                 "{} ({args:?}): {e}; log tail:\n{}",

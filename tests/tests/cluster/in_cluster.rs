@@ -28,7 +28,7 @@ use operator_host_tests::devcluster::{
     self, Cluster, real_node_import, real_node_placement, repo_root, wait_for,
 };
 use operator_host_tests::host::runtime;
-use operator_host_tests::memcached::{create, memcached_resource, patch_spec};
+use operator_host_tests::memcached::{create, custom_resource, memcached_resource, patch_spec};
 use operator_host_tests::oracle::{Oracle, all_converge};
 use serde_json::json;
 
@@ -421,14 +421,12 @@ async fn the_manifests_run_on_a_real_node_fail_over_and_shard() {
 /// an untagged `memcached` image is stored with the tag the plugin defaults it to. `name` keeps
 /// the objects of each call apart; the defaulted one is deleted again.
 async fn webhooks_refuse_and_default(memcacheds: &Api<DynamicObject>, name: &str) {
-    let object = |name: &str, image: &str| -> DynamicObject {
-        serde_json::from_value(json!({
-            "apiVersion": "cache.example.com/v1alpha1",
-            "kind": "Memcached",
-            "metadata": {"name": name},
-            "spec": {"size": 1, "image": image},
-        }))
-        .unwrap()
+    let object = |name: &str, image: &str| {
+        custom_resource(
+            &memcached_resource(),
+            name,
+            json!({"size": 1, "image": image}),
+        )
     };
     let refused = memcacheds
         .create(

@@ -24,7 +24,9 @@ use operator_host_tests::manifests::{
     generated_rbac, generated_rbac_path, host_args, host_container, kubectl_ok, one, overlay_dir,
     render,
 };
-use operator_host_tests::memcached::{create, memcached_resource, wait_for_first_reconcile};
+use operator_host_tests::memcached::{
+    create, memcached_resource, wait_for_first_reconcile, wait_for_webhook_refusal,
+};
 use operator_host_tests::process_host::{free_local_addr, http_get};
 use operator_host_tests::service_account;
 use serde_json::{Value, json};
@@ -654,31 +656,9 @@ async fn the_host_runs_as_deployed_under_exactly_the_generated_roles() {
     let deployment = ns.api::<Deployment>().get("cache").await.unwrap();
     assert_eq!(deployment.spec.unwrap().replicas, Some(2));
     // Its webhooks, registered under the same roles, refuse what the plugin refuses.
-    let bad_image: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": resource.api_version,
-        "kind": resource.kind,
-        "metadata": {"name": "bad-image"},
-        "spec": {"size": 1, "image": "bad image"},
-    }))
-    .unwrap();
-    wait_for(
-        "the webhook to refuse an invalid Memcached",
-        TIMEOUT,
-        || async {
-            let refused = memcacheds.create(&PostParams::default(), &bad_image).await;
-            Ok(match refused {
-                Err(kube::Error::Api(status)) if status.message.contains("spec.image") => Some(()),
-                Err(kube::Error::Api(status)) if status.message.contains("webhook") => None,
-                Ok(_) => {
-                    memcacheds.delete("bad-image", &Default::default()).await?;
-                    None
-                }
-                Err(other) => return Err(other.into()),
-            })
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}; log:\n{}", log()));
+    wait_for_webhook_refusal(&memcacheds, TIMEOUT)
+        .await
+        .unwrap_or_else(|e| panic!("{e}; log:\n{}", log()));
     ns.api::<Service>().get("cache").await.unwrap();
     ns.wait_for_event("an event published by the host", |e: &Event| {
         e.involved_object.name.as_deref() == Some("cache")

@@ -13,7 +13,9 @@ use operator_host_tests::election::{CONVERGE, Election, held_canary_policy};
 use operator_host_tests::host::{plugin_path, publish};
 use operator_host_tests::hostile::{attack_resource, release_attacks};
 use operator_host_tests::manifests::{one, render};
-use operator_host_tests::memcached::{create, patch_spec, wait_for_reason};
+use operator_host_tests::memcached::{
+    create, custom_resource, memcached_resource, patch_spec, wait_for_reason,
+};
 use operator_host_tests::process_host::http_get;
 use serde_json::{Value, json};
 
@@ -176,13 +178,7 @@ async fn every_dashboard_query_returns_series_from_a_real_hosts_metrics() {
         dry_run: true,
         ..Default::default()
     };
-    let webhooked: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "cache.example.com/v1alpha1",
-        "kind": "Memcached",
-        "metadata": {"name": "dry-run"},
-        "spec": {"size": 1},
-    }))
-    .unwrap();
+    let webhooked = custom_resource(&memcached_resource(), "dry-run", json!({"size": 1}));
     wait_for("a webhook request counted", CONVERGE, || async {
         election.parents.create(&dry_run, &webhooked).await?;
         let metrics = scrape(&host.metrics).await;
