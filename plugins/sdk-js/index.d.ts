@@ -132,6 +132,8 @@ export class Observed {
   readonly length: number;
   get(kind: Kind, name: string): any | undefined;
   view<T>(kind: Kind, name: string, type: { decode(object: unknown): T }): T | undefined;
+  /** The rollout (a Job: the run) of the spec `desired` holds for this workload; `NotCreated` while there is none. */
+  rolloutOf(kind: Kind, name: string, desired: Desired): Rollout;
   all(kind: Kind): any[];
   /** The related objects declared as `name` (JSON); empty when none matches or `name` was not declared. */
   related(name: string): any[];
@@ -155,7 +157,7 @@ export class Desired {
   /** A child the host applies, prunes or waits for as `options` say. */
   childWith(kind: Kind, object: ChildObject, options: ChildOptions): this;
   childWith(object: ChildWithKind, options: ChildOptions): this;
-  /** A Job run once per distinct `inputs`, recreated when they change; the children after it wait for its `Complete`. */
+  /** A Job run once per distinct `inputs`, recreated when they change; the children after it wait for its `Complete`; `observed.rolloutOf(kinds.Job, name, desired)` says whether this run completed. */
   runOnce(job: ChildObject, inputs: unknown): this;
   optionsOf(kind: Kind, name: string): ChildOptions | undefined;
   setStatus(status: object): this;
@@ -263,6 +265,8 @@ export class Rollout {
   readonly reason: string;
   readonly message: string;
   readonly isComplete: boolean;
+  /** The condition `type` of this rollout, of the parent's `generation`: `True` when complete, with its reason and message. */
+  condition(type: string, generation?: number | bigint): Condition;
 }
 
 export class WorkloadView {
@@ -274,7 +278,8 @@ export class WorkloadView {
   readonly status: {
     replicas?: number; readyReplicas?: number; updatedReplicas?: number; availableReplicas?: number;
     observedGeneration?: number; currentRevision?: string; updateRevision?: string;
-    conditions: { type: string; reason?: string }[];
+    desiredNumberScheduled?: number; updatedNumberScheduled?: number; numberAvailable?: number;
+    conditions: { type: string; status: string; reason?: string }[];
   };
   readonly specHash: string | undefined;
   isCurrent(desired: Desired): boolean;

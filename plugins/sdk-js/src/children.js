@@ -1,9 +1,9 @@
 // Kinds, the children the host observed, and the children and status a plugin desires.
 
 import { Retry } from './errors.js';
-import { canonicalJson, parseJson } from './json.js';
+import { canonicalJson, parseJson, rustDebugString } from './json.js';
 import { ChildOptions, DEFAULT_CHILD_OPTIONS } from './options.js';
-import { CONTENT_HASH_ANNOTATION, contentHash, stampSpecHash } from './view.js';
+import { CONTENT_HASH_ANNOTATION, Rollout, WorkloadView, contentHash, stampSpecHash } from './view.js';
 
 /**
  * @typedef {object} Kind A Kubernetes kind a plugin reconciles or creates.
@@ -167,6 +167,21 @@ export class Observed {
   }
 
   /**
+   * Where the rollout (or, for a Job, the run) of the spec `desired` holds for the workload
+   * of `kind` named `name` stands: `WorkloadView.rolloutOf(desired)` of the observed one, or
+   * pending (reason `NotCreated`) while there is none. One that does not decode is a `Retry`.
+   * @param {import('./children.js').Kind} kind
+   * @param {string} name
+   * @param {Desired} desired
+   * @returns {Rollout}
+   */
+  rolloutOf(kind, name, desired) {
+    const workload = this.view(kind, name, WorkloadView);
+    if (workload !== undefined) return workload.rolloutOf(desired);
+    return Rollout.pending('NotCreated', `the ${kind.kind} ${rustDebugString(name)} is not created yet`);
+  }
+
+  /**
    * Every observed child of `kind`.
    * @param {import('./children.js').Kind} kind
    */
@@ -206,9 +221,9 @@ export class Desired {
 
   /**
    * Adds a child: `child(kinds.Deployment, {metadata, spec})`, or `child(object)` with its
-   * own `apiVersion` and `kind`. An `apps/v1` workload (Deployment, StatefulSet, DaemonSet,
-   * ReplicaSet) gets the annotation `SPEC_HASH_ANNOTATION`, the hash of its spec, so that
-   * its observed copy tells whether it carries this spec yet (`WorkloadView.rolloutOf`).
+   * own `apiVersion` and `kind`. A workload (Deployment, StatefulSet, DaemonSet, ReplicaSet,
+   * Job) gets the annotation `SPEC_HASH_ANNOTATION`, the hash of its spec, so that its
+   * observed copy tells whether it carries this spec yet (`WorkloadView.rolloutOf`).
    * @param {import('./children.js').Kind | object} kindOrObject
    * @param {object} [object]
    * @returns {this}
@@ -263,7 +278,9 @@ export class Desired {
    * distinct `inputs` (whatever its run depends on: the image, a schema version). The hash of
    * `inputs` goes on the pod template under `CONTENT_HASH_ANNOTATION`, so new inputs make a
    * new template and the host recreates the Job (its template is immutable); the same inputs
-   * leave the completed Job as it is. The barrier is its `Complete` condition.
+   * leave the completed Job as it is. The barrier is its `Complete` condition;
+   * `observed.rolloutOf(kinds.Job, name, desired)` says whether the run of *these* inputs
+   * completed (an old Job's completion is `SpecNotApplied`).
    * @param {object} job the Job's `metadata` and `spec` (its kind is implied)
    * @param {unknown} inputs
    * @returns {this}

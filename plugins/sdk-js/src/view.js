@@ -2,16 +2,18 @@
 //
 // A plugin sees its children as they were *before* the host applies its answer, so after a
 // spec change it observes the old workload, fully rolled out. The SDK therefore stamps every
-// `apps/v1` workload a plugin returns with SPEC_HASH_ANNOTATION, a SHA-256 of its `spec` as
-// the plugin wrote it (canonical JSON, the same text as the Rust SDK's): an observed workload
-// whose annotation equals the hash desired now carries the desired spec, and
-// `WorkloadView.rolloutOf(desired)` then applies kubectl's rules to it. Hashing the desired
+// workload a plugin returns (a Deployment, StatefulSet, DaemonSet, ReplicaSet or Job) with
+// SPEC_HASH_ANNOTATION, a SHA-256 of its `spec` as the plugin wrote it (canonical JSON, the
+// same text as the Rust SDK's): an observed workload whose annotation equals the hash desired
+// now carries the desired spec, and `WorkloadView.rolloutOf(desired)` then applies kubectl's
+// rules to it (for a Job: whether it has run to completion). Hashing the desired
 // side only is immune to the API server's defaulting and covers every field; the annotation is
 // on the workload, not its pod template, so it never rolls the pods.
 
 import { canonicalJson, rustDebugString } from './json.js';
 import { t } from './schema.js';
 import { sha256Hex } from './sha256.js';
+import { condition } from './status.js';
 
 /** The annotation the SDK puts on every workload a plugin returns: the SHA-256 (hex) of its spec. */
 export const SPEC_HASH_ANNOTATION = 'sdk.operator-host.dev/spec-hash';
@@ -22,8 +24,14 @@ export const SPEC_HASH_ANNOTATION = 'sdk.operator-host.dev/spec-hash';
  */
 export const CONTENT_HASH_ANNOTATION = 'sdk.operator-host.dev/content-hash';
 
-/** The kinds whose children get SPEC_HASH_ANNOTATION: those that roll pods out. */
-const WORKLOAD_KINDS = ['Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet'];
+/** The kinds whose children get SPEC_HASH_ANNOTATION (`apiVersion`, `kind`): those that roll pods out, and the Job, whose run is of one spec. */
+const WORKLOAD_KINDS = [
+  ['apps/v1', 'Deployment'],
+  ['apps/v1', 'StatefulSet'],
+  ['apps/v1', 'DaemonSet'],
+  ['apps/v1', 'ReplicaSet'],
+  ['batch/v1', 'Job'],
+];
 
 /**
  * A stable hash of `content`: SHA-256 (hex) of its canonical JSON (maps sorted by key), equal
@@ -36,12 +44,12 @@ export function contentHash(content) {
 }
 
 /**
- * Marks `child` (a JSON object) with the hash of its `spec` when it is an `apps/v1` workload
- * with a spec.
+ * Marks `child` (a JSON object) with the hash of its `spec` when it is a workload (see
+ * WORKLOAD_KINDS) with a spec.
  * @param {any} child
  */
 export function stampSpecHash(child) {
-  const isWorkload = child.apiVersion === 'apps/v1' && WORKLOAD_KINDS.includes(child.kind);
+  const isWorkload = WORKLOAD_KINDS.some(([apiVersion, kind]) => child.apiVersion === apiVersion && child.kind === kind);
   if (!isWorkload || !Object.hasOwn(child, 'spec')) return;
   const hash = contentHash(child.spec);
   if (child.metadata === undefined) child.metadata = {};
@@ -94,9 +102,12 @@ const WORKLOAD_VIEW = t.object(
         observedGeneration: i64(),
         currentRevision: t.optional(str()),
         updateRevision: t.optional(str()),
+        desiredNumberScheduled: i32(),
+        updatedNumberScheduled: i32(),
+        numberAvailable: i32(),
         conditions: t.array(
           t.object(
-            { type: str({ default: '' }), reason: t.optional(str()) },
+            { type: str({ default: '' }), status: str({ default: '' }), reason: t.optional(str()) },
             { name: 'WorkloadConditionView', default: {} },
           ),
           { default: [] },
@@ -114,7 +125,10 @@ function withDefaults(view) {
   view.metadata.name ??= '';
   view.spec.updateStrategy ??= {};
   view.status.conditions ??= [];
-  for (const condition of view.status.conditions) condition.type ??= '';
+  for (const c of view.status.conditions) {
+    c.type ??= '';
+    c.status ??= '';
+  }
   return view;
 }
 
@@ -139,16 +153,28 @@ export class Rollout {
   static failed(reason, message) {
     return new Rollout('Failed', reason, message);
   }
-  /** Whether every pod runs the workload's current spec and is ready (available, for Deployments). */
+  /** Whether every pod runs the workload's current spec and is ready (available, for Deployments), or the Job has completed. */
   get isComplete() {
     return this.state === 'Complete';
+  }
+
+  /**
+   * The condition `type` (`Available`, `MigrationComplete`, ...) of this rollout, of the
+   * parent's `generation`: `True` when complete, with the rollout's reason and message.
+   * @param {string} type
+   * @param {number} [generation] the parent's `metadata.generation`
+   * @returns {import('./status.js').Condition}
+   */
+  condition(type, generation) {
+    return condition(type, this.isComplete, this.reason, this.message, generation);
   }
 }
 
 /**
- * An observed Deployment or StatefulSet, reduced to what a status needs: replica counts, and
- * whether the spec the plugin desires is rolled out. Get one with
- * `observed.view(kinds.Deployment, name, WorkloadView)`.
+ * An observed Deployment, StatefulSet, DaemonSet or Job, reduced to what a status needs:
+ * replica counts, and whether the spec the plugin desires is rolled out (or, for a Job, has
+ * run to completion). Get one with `observed.view(kinds.Deployment, name, WorkloadView)`, or
+ * the rollout directly with `observed.rolloutOf(kinds.Job, name, desired)`.
  */
 export class WorkloadView {
   /**
@@ -171,7 +197,7 @@ export class WorkloadView {
     this.metadata = fields.metadata;
     /** @type {{replicas?: number, updateStrategy: {type?: string, rollingUpdate?: {partition?: number}}}} */
     this.spec = fields.spec;
-    /** @type {{replicas?: number, readyReplicas?: number, updatedReplicas?: number, availableReplicas?: number, observedGeneration?: number, currentRevision?: string, updateRevision?: string, conditions: {type: string, reason?: string}[]}} */
+    /** @type {{replicas?: number, readyReplicas?: number, updatedReplicas?: number, availableReplicas?: number, observedGeneration?: number, currentRevision?: string, updateRevision?: string, desiredNumberScheduled?: number, updatedNumberScheduled?: number, numberAvailable?: number, conditions: {type: string, status: string, reason?: string}[]}} */
     this.status = fields.status;
   }
 
@@ -195,7 +221,9 @@ export class WorkloadView {
 
   /**
    * The rollout of the spec `desired` holds for this workload: pending (`SpecNotApplied`) while
-   * the observed workload carries another spec, else `rollout()`.
+   * the observed workload carries another spec (an old Job's completion is not the desired
+   * Job's), else `rollout()`. A status that says "ready" only when this is complete tells the
+   * truth about the parent's generation.
    * @param {import('./children.js').Desired} desired
    * @returns {Rollout}
    */
@@ -205,7 +233,10 @@ export class WorkloadView {
   }
 
   /**
-   * The rollout of this workload's own current spec, by kubectl's rules for its kind.
+   * The rollout of this workload's own current spec, by `kubectl rollout status`'s rules for
+   * its kind (Deployment, StatefulSet, DaemonSet), or for a Job its run: complete once its
+   * `Complete` condition holds, failed once its `Failed` one does. It knows nothing of what
+   * the plugin desires: see `rolloutOf`.
    * @returns {Rollout}
    */
   rollout() {
@@ -214,6 +245,10 @@ export class WorkloadView {
         return this.deploymentRollout();
       case 'StatefulSet':
         return this.statefulSetRollout();
+      case 'DaemonSet':
+        return this.daemonSetRollout();
+      case 'Job':
+        return this.jobRun();
       default:
         return Rollout.failed('UnsupportedKind', `no rollout rules for kind ${rustDebugString(this.kind)}`);
     }
@@ -256,6 +291,33 @@ export class WorkloadView {
       return Rollout.pending('RolloutInProgress', `${available} of ${updated} updated replicas are available`);
     }
     return Rollout.complete();
+  }
+
+  // kubectl's DaemonSetStatusViewer.
+  daemonSetRollout() {
+    if (!this.specObserved()) return this.notObserved();
+    const status = this.status;
+    const wanted = status.desiredNumberScheduled ?? 0;
+    const updated = status.updatedNumberScheduled ?? 0;
+    const available = status.numberAvailable ?? 0;
+    if (updated < wanted) {
+      return Rollout.pending('RolloutInProgress', `${updated} of ${wanted} new pods have been updated`);
+    }
+    if (available < wanted) {
+      return Rollout.pending('RolloutInProgress', `${available} of ${wanted} updated pods are available`);
+    }
+    return Rollout.complete();
+  }
+
+  // A Job's run (a Job has no observed generation: its spec cannot change once created).
+  jobRun() {
+    const holds = (type) => this.status.conditions.find((c) => c.type === type && c.status === 'True');
+    if (holds('Complete') !== undefined) return Rollout.complete();
+    const failed = holds('Failed');
+    if (failed !== undefined) {
+      return Rollout.failed('JobFailed', `${this.kindName()} failed (${failed.reason ?? 'no reason given'})`);
+    }
+    return Rollout.pending('JobRunning', `waiting for ${this.kindName()} to complete`);
   }
 
   // kubectl's StatefulSetStatusViewer, a missing partition read as 0 (the API server's
