@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any, Iterator, Optional
 
 from ._fmt import _debug_str as debug_str
 from .errors import InvalidSpec, Retry
-from .kinds import Kind
+from .kinds import JOB, Kind
 from .options import ChildOptions
 from .schema import decode
-from .view import WorkloadView, stamp_spec_hash
+from .view import CONTENT_HASH_ANNOTATION, Rollout, WorkloadView, content_hash, stamp_spec_hash
 
 
 def child_meta(name: str, labels: Optional[dict[str, str]] = None) -> dict:
@@ -75,8 +76,9 @@ class Observed:
         return [o for o in self.objects if kind.matches(o)]
 
     def workload(self, kind: Kind, name: str) -> Optional[WorkloadView]:
-        """The observed Deployment or StatefulSet named `name`, as a view of what its
-        rollout status needs (see `WorkloadView.rollout_of`)."""
+        """The observed workload (Deployment, StatefulSet, DaemonSet, Job) of `kind` named
+        `name`, as a view of what its rollout status needs (see `WorkloadView.rollout_of`).
+        One that does not decode as the view is a `Retry`."""
         found = self.get(kind, name)
         if found is None:
             return None
@@ -84,6 +86,18 @@ class Observed:
             return WorkloadView(found)
         except ValueError as e:
             raise Retry(f"observed {kind.kind} {debug_str(name)} does not decode: {e}") from None
+
+    def rollout_of(self, kind: Kind, name: str, desired: "Desired") -> Rollout:
+        """Where the rollout (or, for a Job, the run) of the spec `desired` holds for the
+        workload of `kind` named `name` stands: `WorkloadView.rollout_of` of the observed one,
+        or pending (reason `NotCreated`) while there is none. `rollout.condition(type,
+        generation)` makes it a status condition."""
+        workload = self.workload(kind, name)
+        if workload is None:
+            return Rollout.pending(
+                "NotCreated", f"the {kind.kind} {debug_str(name)} is not created yet"
+            )
+        return workload.rollout_of(desired)
 
     def __len__(self) -> int:
         return len(self.objects)
@@ -108,9 +122,10 @@ class Desired:
         as `options` say (by default applied in place, deleted once no longer returned, no
         barrier).
 
-        An `apps/v1` workload (Deployment, StatefulSet, DaemonSet, ReplicaSet) gets the
-        annotation `SPEC_HASH_ANNOTATION`, the hash of its spec, so that its observed copy
-        tells whether it carries this spec yet (`WorkloadView.rollout_of`).
+        A workload (an `apps/v1` Deployment, StatefulSet, DaemonSet or ReplicaSet, a
+        `batch/v1` Job) gets the annotation `SPEC_HASH_ANNOTATION`, the hash of its spec, so
+        that its observed copy tells whether it carries this spec yet
+        (`WorkloadView.rollout_of`).
         """
         for key in ("apiVersion", "kind"):
             if not isinstance(child.get(key), str):
@@ -121,6 +136,41 @@ class Desired:
         self.children.append(child)
         self.options.append(options or ChildOptions())
         return self
+
+    def run_once(self, job: dict, inputs: object) -> "Desired":
+        """Adds `job` (a `batch/v1` Job; `apiVersion` and `kind` may be left out) as a step
+        the children added after it wait for, run once for each distinct `inputs` (JSON data:
+        whatever its run depends on, such as the image, the schema version, a config's data).
+
+        The hash of `inputs` (`content_hash`) goes on a copy of the Job's pod template under
+        `CONTENT_HASH_ANNOTATION`, so new inputs make a new template, and the host recreates
+        the Job (its template is immutable) instead of reporting `ImmutableField`; the same
+        inputs leave the completed Job as it is. The barrier is its `Complete` condition;
+        `observed.rollout_of(kinds.JOB, name, desired)` says whether the run of *these*
+        inputs completed (an old Job's completion is `SpecNotApplied`). `job` itself is not
+        changed. Raises `Retry` when `inputs` is not JSON, `TypeError` when `job` is not a Job.
+        """
+        hash_ = content_hash(inputs)
+        if not isinstance(job, dict):
+            raise TypeError(f"run_once takes a Job as a dict, got {type(job).__name__}")
+        job = copy.deepcopy(job)
+        job.setdefault("apiVersion", JOB.api_version)
+        job.setdefault("kind", JOB.kind)
+        if not JOB.matches(job):
+            raise TypeError(
+                f"run_once takes a {JOB.api_version} Job, got {job['apiVersion']!r} {job['kind']!r}"
+            )
+        level, path = job, ""
+        for key in ("spec", "template", "metadata", "annotations"):
+            path = f"{path}.{key}" if path else key
+            # A missing or null level is an empty one, as Rust's `get_or_insert_with(Default)`.
+            if level.get(key) is None:
+                level[key] = {}
+            level = level[key]
+            if not isinstance(level, dict):
+                raise TypeError(f"a run-once Job's {path} is not an object")
+        level[CONTENT_HASH_ANNOTATION] = hash_
+        return self.child(job, ChildOptions().recreate().ready_when_condition("Complete"))
 
     def options_of(self, index: int) -> ChildOptions:
         """How the host handles the child at `index` of `children`: the defaults for one

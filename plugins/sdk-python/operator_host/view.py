@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from ._fmt import _debug_str, _invalid_type, _json_float, _json_number
+from .conditions import Condition
 from .errors import Retry
 
 SPEC_HASH_ANNOTATION = "sdk.operator-host.dev/spec-hash"
@@ -21,13 +22,21 @@ CONTENT_HASH_ANNOTATION = "sdk.operator-host.dev/content-hash"
 they read but do not embed changes (a ConfigMap's data, say): set it to `content_hash` of
 that content."""
 
-# The kinds whose children get SPEC_HASH_ANNOTATION: those that roll pods out.
-_WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
+# The kinds whose children get SPEC_HASH_ANNOTATION (`apiVersion`, `kind`): those that roll
+# pods out, and the Job, whose run is of one spec.
+_WORKLOAD_KINDS = (
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet"),
+    ("apps/v1", "ReplicaSet"),
+    ("batch/v1", "Job"),
+)
 
 
 def stamp_spec_hash(child: dict) -> None:
     """Marks `child` (a JSON object with `apiVersion`, `kind`, `metadata`) with the hash of
-    its `spec` when it is an `apps/v1` workload with a spec.
+    its `spec` when it is a workload with a spec: an `apps/v1` Deployment, StatefulSet,
+    DaemonSet or ReplicaSet, or a `batch/v1` Job.
 
     Why: a plugin sees its children as they were *before* the host applies its answer, so
     one that has just changed a pod template observes the old workload, fully rolled out, and
@@ -36,10 +45,12 @@ def stamp_spec_hash(child: dict) -> None:
     is applied). The annotation, applied with the spec, changes exactly when the desired spec
     does; a hash of what the plugin wrote is immune to the API server's defaulting and covers
     every field. It goes on the workload, not its pod template, so it never rolls the pods.
+    For a Job it tells the completion of this spec's run from that of an older Job of the same
+    name (see `Desired.run_once`).
     """
     if not isinstance(child, dict):
         return
-    is_workload = child.get("apiVersion") == "apps/v1" and child.get("kind") in _WORKLOAD_KINDS
+    is_workload = (child.get("apiVersion"), child.get("kind")) in _WORKLOAD_KINDS
     # A `spec` key holding null counts as a spec (its hash is that of `null`), as in Rust.
     if not is_workload or "spec" not in child:
         return
@@ -266,17 +277,19 @@ class MetadataView(_View):
 
 @dataclass(frozen=True)
 class WorkloadConditionView(_View):
-    """One of a workload's `status.conditions`: type and reason only."""
+    """One of a workload's `status.conditions`: type, status and reason."""
 
     type_: str = ""
-    """E.g. `Progressing`, `Available`."""
+    """E.g. `Progressing`, `Available`, `Complete`."""
+    status: str = ""
+    """`True`, `False` or `Unknown`."""
     reason: Optional[str] = None
     """E.g. `ProgressDeadlineExceeded`."""
 
 
 @dataclass(frozen=True)
 class WorkloadStatusView(_View):
-    """The status of an observed Deployment or StatefulSet."""
+    """The status of an observed workload (the fields of each kind it has)."""
 
     replicas: Optional[int] = None
     """Pods created by the controller."""
@@ -291,8 +304,15 @@ class WorkloadStatusView(_View):
     """A StatefulSet's revision of the pods it has not updated yet."""
     update_revision: Optional[str] = None
     """A StatefulSet's revision of its current spec."""
+    desired_number_scheduled: Optional[int] = None
+    """A DaemonSet's nodes that should run its pod."""
+    updated_number_scheduled: Optional[int] = None
+    """A DaemonSet's nodes running its current pod template."""
+    number_available: Optional[int] = None
+    """A DaemonSet's nodes whose pod is available."""
     conditions: tuple[WorkloadConditionView, ...] = ()
-    """A Deployment's conditions (`Progressing` says when its progress deadline passed)."""
+    """A Deployment's conditions (`Progressing` says when its progress deadline passed), a
+    Job's (`Complete`, `Failed`)."""
 
 
 _I32 = _integer("i32", 32)
@@ -333,7 +353,11 @@ _METADATA = _struct(
 _CONDITION = _struct(
     WorkloadConditionView,
     "WorkloadConditionView",
-    (("type", "type_", _borrowed_str), ("reason", "reason", _OPTIONAL_STR)),
+    (
+        ("type", "type_", _borrowed_str),
+        ("status", "status", _borrowed_str),
+        ("reason", "reason", _OPTIONAL_STR),
+    ),
 )
 _STATUS = _struct(
     WorkloadStatusView,
@@ -346,6 +370,9 @@ _STATUS = _struct(
         ("observedGeneration", "observed_generation", _optional(_I64)),
         ("currentRevision", "current_revision", _OPTIONAL_STR),
         ("updateRevision", "update_revision", _OPTIONAL_STR),
+        ("desiredNumberScheduled", "desired_number_scheduled", _optional(_I32)),
+        ("updatedNumberScheduled", "updated_number_scheduled", _optional(_I32)),
+        ("numberAvailable", "number_available", _optional(_I32)),
         ("conditions", "conditions", _sequence(_CONDITION)),
     ),
 )
@@ -357,10 +384,11 @@ def _wrapping_i32(value: int) -> int:
 
 
 class Rollout:
-    """Where the rollout of a workload stands, by `kubectl rollout status`'s rules: complete,
-    pending (not yet: the reason is CamelCase, for a condition, and the message says what is
-    awaited) or failed (it will not complete by itself: the Deployment's progress deadline
-    passed, or the kind has no rollout rules here)."""
+    """Where the rollout of a workload stands, by `kubectl rollout status`'s rules (or, for a
+    Job, its run): complete, pending (not yet: the reason is CamelCase, for a condition, and
+    the message says what is awaited) or failed (it will not complete by itself: the
+    Deployment's progress deadline passed, the Job failed, or the kind has no rollout rules
+    here)."""
 
     COMPLETE = "complete"
     PENDING = "pending"
@@ -406,6 +434,12 @@ class Rollout:
         """What is awaited, or why it failed; `rolled out` when complete."""
         return self._message
 
+    def condition(self, type: str, generation: Optional[int]) -> Condition:
+        """The condition `type` (`Available`, `MigrationComplete`, ...) of this rollout, of
+        the parent's `generation`: `True` when complete, with the rollout's reason and
+        message."""
+        return Condition.new(type, self.is_complete(), self.reason(), self.message(), generation)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Rollout):
             return NotImplemented
@@ -429,8 +463,9 @@ _NO_OBJECT: Any = object()
 
 @dataclass(frozen=True, init=False)
 class WorkloadView(_View):
-    """An observed Deployment or StatefulSet, reduced to what a status needs: its replica
-    counts, and whether the spec the plugin desires is rolled out (see `stamp_spec_hash`).
+    """An observed Deployment, StatefulSet, DaemonSet or Job, reduced to what a status needs:
+    its replica counts, and whether the spec the plugin desires is rolled out (or, for a Job,
+    has run to completion; see `stamp_spec_hash`).
 
     An observed workload whose `SPEC_HASH_ANNOTATION` equals the hash the plugin desires
     carries the desired spec, and its `metadata.generation` is that spec's: `rollout_of`
@@ -446,7 +481,7 @@ class WorkloadView(_View):
     api_version: str
     """`apiVersion`, e.g. `apps/v1`."""
     kind: str
-    """`kind`: `Deployment` or `StatefulSet` decide which rollout rules apply."""
+    """`kind`: which rollout rules apply."""
     metadata: MetadataView
     """`metadata`: name, generation, and the SDK's spec hash."""
     spec: WorkloadSpecView
@@ -506,12 +541,17 @@ class WorkloadView(_View):
 
     def rollout(self) -> Rollout:
         """The rollout of this workload's own current spec, by `kubectl rollout status`'s rules
-        for its kind (Deployment, StatefulSet). It knows nothing of what the plugin desires:
-        see `rollout_of`."""
+        for its kind (Deployment, StatefulSet, DaemonSet), or for a Job its run: complete once
+        its `Complete` condition holds, failed once its `Failed` one does. It knows nothing of
+        what the plugin desires: see `rollout_of`."""
         if self.kind == "Deployment":
             return self._deployment_rollout()
         if self.kind == "StatefulSet":
             return self._stateful_set_rollout()
+        if self.kind == "DaemonSet":
+            return self._daemon_set_rollout()
+        if self.kind == "Job":
+            return self._job_run()
         return Rollout.failed(
             "UnsupportedKind", f"no rollout rules for kind {_debug_str(self.kind)}"
         )
@@ -558,6 +598,42 @@ class WorkloadView(_View):
                 "RolloutInProgress", f"{available} of {updated} updated replicas are available"
             )
         return Rollout.complete()
+
+    def _daemon_set_rollout(self) -> Rollout:
+        """kubectl's `DaemonSetStatusViewer`."""
+        if not self._spec_observed():
+            return self._not_observed()
+        status = self.status
+        wanted = status.desired_number_scheduled or 0
+        updated = status.updated_number_scheduled or 0
+        available = status.number_available or 0
+        if updated < wanted:
+            return Rollout.pending(
+                "RolloutInProgress", f"{updated} of {wanted} new pods have been updated"
+            )
+        if available < wanted:
+            return Rollout.pending(
+                "RolloutInProgress", f"{available} of {wanted} updated pods are available"
+            )
+        return Rollout.complete()
+
+    def _job_run(self) -> Rollout:
+        """A Job's run (a Job has no observed generation: its spec cannot change once
+        created)."""
+
+        def holds(type_: str) -> Optional[WorkloadConditionView]:
+            return next(
+                (c for c in self.status.conditions if c.type_ == type_ and c.status == "True"),
+                None,
+            )
+
+        if holds("Complete") is not None:
+            return Rollout.complete()
+        failed = holds("Failed")
+        if failed is not None:
+            reason = failed.reason if failed.reason is not None else "no reason given"
+            return Rollout.failed("JobFailed", f"{self._kind_name()} failed ({reason})")
+        return Rollout.pending("JobRunning", f"waiting for {self._kind_name()} to complete")
 
     def _stateful_set_rollout(self) -> Rollout:
         """kubectl's `StatefulSetStatusViewer`, with a missing partition read as 0 (the API

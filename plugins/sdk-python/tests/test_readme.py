@@ -63,6 +63,36 @@ def test_the_readme_related_and_child_options(readme):
     assert annotations[oh.CONTENT_HASH_ANNOTATION] == oh.content_hash(secret)
 
 
+def test_the_readme_run_once_and_rollout_conditions(readme):
+    app = readme["app"]
+
+    def parent(image: str, schema: int) -> str:
+        return json.dumps({"apiVersion": "example.com/v1", "kind": "App",
+                           "metadata": {"name": "a", "namespace": "default", "generation": 4},
+                           "spec": {"image": image, "schema": schema}})
+
+    def conditions(desired) -> list[tuple[str, str, str]]:
+        return [(c.type, c.status, c.reason) for c in desired.status.conditions]
+
+    first = app.run_reconcile(parent("app:1", 2), [])
+    assert [c["kind"] for c in first.children] == ["Job", "Deployment"]
+    assert first.options == [oh.ChildOptions().recreate().ready_when_condition("Complete"), oh.ChildOptions()]
+    assert conditions(first) == [("MigrationComplete", "False", "NotCreated"), ("Available", "False", "NotCreated")]
+    assert first.status.conditions[0].observed_generation == 4
+    # The host applied the Job and it ran: the migration of these inputs is complete.
+    job = {**first.children[0], "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    done = app.run_reconcile(parent("app:1", 2), [json.dumps(job)])
+    assert conditions(done)[0] == ("MigrationComplete", "True", "RolloutComplete")
+    assert done.children == first.children
+    # A new schema version: a new template (so the host recreates the Job), and the old run's
+    # completion is not this one's.
+    moved = app.run_reconcile(parent("app:1", 3), [json.dumps(job)])
+    annotation = lambda d: d.children[0]["spec"]["template"]["metadata"]["annotations"][oh.CONTENT_HASH_ANNOTATION]
+    assert annotation(moved) != annotation(first)
+    assert conditions(moved)[0] == ("MigrationComplete", "False", "SpecNotApplied")
+    assert moved.status.conditions[0].message == 'the Job "a-migrate" does not carry the desired spec yet'
+
+
 def test_the_readme_convert_round_trips(readme):
     widget = readme["widget"]
     assert widget.info()["implements"] == ["convert"]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from typing import Optional
 
 import pytest
 
+from operator_host.conditions import Condition
 from operator_host.errors import Retry
 from operator_host.view import (
     SPEC_HASH_ANNOTATION,
@@ -55,6 +57,58 @@ def test_a_deployment_is_complete_when_every_replica_is_updated_and_available() 
          "availableReplicas": 2, "readyReplicas": 2},
     )  # fmt: skip
     assert rollout(done) == Rollout.complete()
+
+
+def test_a_daemon_set_is_complete_when_every_node_runs_an_available_updated_pod() -> None:
+    def daemon_set(status: dict) -> dict:
+        return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                "metadata": {"name": "agent", "generation": 3}, "spec": {}, "status": status}  # fmt: skip
+
+    done = daemon_set({"observedGeneration": 3, "desiredNumberScheduled": 2,
+                       "updatedNumberScheduled": 2, "numberAvailable": 2})  # fmt: skip
+    assert rollout(done) == Rollout.complete()
+    updating = daemon_set({"observedGeneration": 3, "desiredNumberScheduled": 2,
+                           "updatedNumberScheduled": 1, "numberAvailable": 2})  # fmt: skip
+    assert pending_reason(updating) == "RolloutInProgress"
+    unavailable = daemon_set({"observedGeneration": 3, "desiredNumberScheduled": 2,
+                              "updatedNumberScheduled": 2, "numberAvailable": 1})  # fmt: skip
+    assert pending_reason(unavailable) == "RolloutInProgress"
+    unobserved = daemon_set({"observedGeneration": 2, "desiredNumberScheduled": 2,
+                             "updatedNumberScheduled": 2, "numberAvailable": 2})  # fmt: skip
+    assert pending_reason(unobserved) == "SpecNotObserved"
+
+
+def job(conditions: list) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "migrate"},
+            "spec": {}, "status": {"conditions": conditions}}  # fmt: skip
+
+
+def test_a_job_is_complete_once_its_complete_condition_holds_and_failed_once_failed_does() -> None:
+    assert pending_reason(job([])) == "JobRunning"
+    complete = job([{"type": "Complete", "status": "True"}])
+    assert rollout(complete) == Rollout.complete()
+    not_yet = job([{"type": "Complete", "status": "False"}])
+    assert pending_reason(not_yet) == "JobRunning"
+    failed = rollout(job([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]))
+    assert failed.reason() == "JobFailed"
+    assert "BackoffLimitExceeded" in failed.message(), repr(failed)
+
+
+def migrate_job(command: str) -> dict:
+    """What k8s-openapi serializes for the Rust test's Job of `command`."""
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "migrate"},
+            "spec": {"template": {"metadata": {"name": "migrate", "labels": {"run": command}}}}}  # fmt: skip
+
+
+def test_an_old_jobs_completion_is_not_the_desired_jobs() -> None:
+    old = Desired().child(migrate_job("v1"))
+    observed = copy.deepcopy(old.children[0])
+    observed["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    view = WorkloadView(observed)
+    assert view.rollout_of(old) == Rollout.complete()
+    # The plugin now wants the Job of new inputs: the old one's completion says nothing.
+    new = Desired().child(migrate_job("v2"))
+    assert view.rollout_of(new).reason() == "SpecNotApplied"
 
 
 def test_a_deployment_whose_spec_is_not_observed_is_pending() -> None:
@@ -190,10 +244,10 @@ def test_an_on_delete_stateful_set_is_complete_only_once_every_pod_is_updated() 
 
 
 def test_kinds_without_rollout_rules_are_not_complete() -> None:
-    daemon_set = {"apiVersion": "apps/v1", "kind": "DaemonSet",
-                  "metadata": {"name": "x", "generation": 1},
-                  "status": {"observedGeneration": 1}}  # fmt: skip
-    assert rollout(daemon_set).reason() == "UnsupportedKind"
+    replica_set = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                   "metadata": {"name": "x", "generation": 1},
+                   "status": {"observedGeneration": 1}}  # fmt: skip
+    assert rollout(replica_set).reason() == "UnsupportedKind"
 
 
 class Desired:
@@ -306,6 +360,34 @@ def test_messages_are_the_rust_ones_byte_for_byte() -> None:
         rolling(1), {"observedGeneration": 5, "readyReplicas": 3, "updatedReplicas": 1}
     )
     assert rollout(partitioned).message() == "1 of 2 new pods have been updated"
+    ds = {"kind": "DaemonSet", "metadata": {"name": "agent", "generation": 3}}
+    assert rollout({**ds, "status": {"observedGeneration": 2}}).message() == (
+        "waiting for the DaemonSet controller to observe its spec"
+    )
+    assert rollout({**ds, "status": {"observedGeneration": 3, "desiredNumberScheduled": 2,
+                                     "updatedNumberScheduled": 1}}).message() == (
+        "1 of 2 new pods have been updated"
+    )  # fmt: skip
+    assert rollout({**ds, "status": {"observedGeneration": 3, "desiredNumberScheduled": 2,
+                                     "updatedNumberScheduled": 2, "numberAvailable": 1}}).message() == (
+        "1 of 2 updated pods are available"
+    )  # fmt: skip
+    # A DaemonSet whose controller counted no node is complete, as kubectl says.
+    assert rollout({**ds, "status": {"observedGeneration": 3}}) == Rollout.complete()
+    assert rollout(job([])) == Rollout.pending("JobRunning", 'waiting for Job "migrate" to complete')
+    failed = [{"type": "Complete", "status": "False"},
+              {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]  # fmt: skip
+    assert rollout(job(failed)) == Rollout.failed(
+        "JobFailed", 'Job "migrate" failed (BackoffLimitExceeded)'
+    )
+    assert rollout(job([{"type": "Failed", "status": "True"}])) == Rollout.failed(
+        "JobFailed", 'Job "migrate" failed (no reason given)'
+    )
+    # Complete wins over Failed; a condition that is not True does not hold.
+    assert rollout(job([*failed, {"type": "Complete", "status": "True"}])).is_complete()
+    assert rollout(job([{"type": "Failed", "status": "Unknown"}])).reason() == "JobRunning"
+    # A Job has no observed generation: one that never reports it still completes.
+    assert "generation" not in job([])["metadata"]
     odd = {"kind": 'a"b', "metadata": {"name": "x"}}
     assert rollout(odd) == Rollout.failed("UnsupportedKind", 'no rollout rules for kind "a\\"b"')
     assert Rollout.complete().reason() == "RolloutComplete"
@@ -334,9 +416,15 @@ def test_the_hashed_text_is_serde_json_s() -> None:
 
 
 def test_stamping_follows_the_rust_rules() -> None:
-    job = {"apiVersion": "batch/v1", "kind": "Job", "spec": {}}
-    stamp_spec_hash(job)
-    assert "metadata" not in job
+    batch = {"apiVersion": "batch/v1", "kind": "Job", "spec": {}}
+    stamp_spec_hash(batch)
+    assert batch["metadata"] == {"annotations": {SPEC_HASH_ANNOTATION: spec_hash({})}}
+    # Each kind under its own API version only.
+    for api_version, kind in [("apps/v1", "Job"), ("batch/v1", "Deployment"),
+                              ("batch/v1", "CronJob"), ("apps/v2", "Deployment")]:  # fmt: skip
+        other = {"apiVersion": api_version, "kind": kind, "spec": {}}
+        stamp_spec_hash(other)
+        assert "metadata" not in other, other
     specless = {"apiVersion": "apps/v1", "kind": "Deployment"}
     stamp_spec_hash(specless)
     assert "metadata" not in specless
@@ -346,6 +434,93 @@ def test_stamping_follows_the_rust_rules() -> None:
     kept = {"apiVersion": "apps/v1", "kind": "DaemonSet", "spec": {}, "metadata": None}
     stamp_spec_hash(kept)
     assert kept["metadata"] is None
+
+
+# The Rust SDK's own stamps: `Desired::child` (and `run_once`) of these children, as k8s-openapi
+# serializes them, printed by a snippet built against the SDK's rlib (`rustc --extern
+# operator_host_sdk=...`). The whole child text must match, not only the hash.
+RUST_CHILDREN = [
+    (
+        {"apiVersion": "apps/v1", "kind": "DaemonSet",
+         "metadata": {"name": "agent", "labels": {"app": "agent"}},
+         "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                  "template": {"metadata": {"labels": {"app": "agent"}},
+                               "spec": {"containers": [{"name": "agent", "image": "agent:1.2",
+                                                        "args": ["--node=$(NODE)", "\u2028é"]}]}}}},
+        '{"apiVersion":"apps/v1","kind":"DaemonSet","metadata":{"annotations":{"sdk.operator-host.dev/spec-hash":'
+        '"d6a38dd85a52f25b84af2b82ed6d27db8481c5ecf8d27966b4d98085be3a5fbb"},"labels":{"app":"agent"},"name":"agent"},'
+        '"spec":{"selector":{"matchLabels":{"app":"agent"}},"template":{"metadata":{"labels":{"app":"agent"}},'
+        '"spec":{"containers":[{"args":["--node=$(NODE)","\u2028é"],"image":"agent:1.2","name":"agent"}]}}}}',
+    ),
+    (
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs"},
+         "spec": {"replicas": 2, "minReadySeconds": 5, "selector": {"matchLabels": {"app": "rs"}},
+                  "template": {"metadata": {"labels": {"app": "rs"}},
+                               "spec": {"containers": [{"name": "c", "image": "busybox:1.36",
+                                                        "resources": {"limits": {"cpu": "500m"}}}]}}}},
+        '{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"annotations":{"sdk.operator-host.dev/spec-hash":'
+        '"fc60c3a7bc7b30d78fe824a0a6702a248c3c3105f08f0d7de3bf4249061a467a"},"name":"rs"},'
+        '"spec":{"minReadySeconds":5,"replicas":2,"selector":{"matchLabels":{"app":"rs"}},'
+        '"template":{"metadata":{"labels":{"app":"rs"}},"spec":{"containers":[{"image":"busybox:1.36",'
+        '"name":"c","resources":{"limits":{"cpu":"500m"}}}]}}}}',
+    ),
+    (
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "migrate"},
+         "spec": {"backoffLimit": 2,
+                  "template": {"metadata": {"labels": {"run": "v1"}},
+                               "spec": {"restartPolicy": "Never",
+                                        "containers": [{"name": "migrate", "image": "app:1",
+                                                        "command": ["migrate", "--to=3"]}]}}}},
+        '{"apiVersion":"batch/v1","kind":"Job","metadata":{"annotations":{"sdk.operator-host.dev/spec-hash":'
+        '"3fdc4c836e505ad09559017226375157ba6b1a0ac19af62024a1ea5979cc2795"},"name":"migrate"},'
+        '"spec":{"backoffLimit":2,"template":{"metadata":{"labels":{"run":"v1"}},"spec":{"containers":'
+        '[{"command":["migrate","--to=3"],"image":"app:1","name":"migrate"}],"restartPolicy":"Never"}}}}',
+    ),
+    # A Job without a spec has nothing to hash (k8s-openapi leaves `spec` out when it is None).
+    (
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "bare"}},
+        '{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"bare"}}',
+    ),
+    (
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+         "spec": {"replicas": 1, "selector": {}, "template": {}}},
+        '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"annotations":{"sdk.operator-host.dev/spec-hash":'
+        '"b972ac596267f34c70e946f4cd6bb64bf628e5319a2d38a86344befc76325797"},"name":"d"},'
+        '"spec":{"replicas":1,"selector":{},"template":{}}}',
+    ),
+    (
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"},
+         "spec": {"selector": {}, "template": {}}},
+        '{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"annotations":{"sdk.operator-host.dev/spec-hash":'
+        '"b9957ee119303188ab213b25045c618f62f898917b56c629ce8d207195807be2"},"name":"s"},'
+        '"spec":{"selector":{},"template":{}}}',
+    ),
+]  # fmt: skip
+
+
+def serde_json_text(value: object) -> str:
+    """`value` as serde_json writes it (maps sorted, no spaces, non-ASCII as is)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@pytest.mark.parametrize("child,rust", RUST_CHILDREN, ids=lambda v: v["kind"] if isinstance(v, dict) else "")
+def test_spec_hashes_equal_the_rust_sdks(child: dict, rust: str) -> None:
+    stamped = Desired().child(copy.deepcopy(child)).children[0]
+    assert serde_json_text(stamped) == rust
+
+
+def test_a_rollout_is_a_condition() -> None:
+    running = Rollout.pending("JobRunning", 'waiting for Job "migrate" to complete')
+    assert running.condition("MigrationComplete", 7) == Condition(
+        "MigrationComplete", "False", "JobRunning", 'waiting for Job "migrate" to complete', 7
+    )
+    assert Rollout.complete().condition("Available", None) == Condition(
+        "Available", "True", "RolloutComplete", "rolled out", None
+    )
+    failed = Rollout.failed("JobFailed", 'Job "migrate" failed (BackoffLimitExceeded)')
+    condition = failed.condition("MigrationComplete", 2)
+    assert (condition.status, condition.reason) == ("False", "JobFailed")
+    assert condition.last_transition_time is None
 
 
 def test_views_decode_like_serde() -> None:
@@ -361,6 +536,15 @@ def test_views_decode_like_serde() -> None:
         ({"status": {"conditions": {}}}, "invalid type: map, expected a sequence"),
         ({"metadata": None}, "invalid type: null, expected struct MetadataView"),
         (
+            {"status": {"conditions": [{"type": "Complete", "status": None}]}},
+            "invalid type: null, expected a borrowed string",
+        ),
+        ({"status": {"numberAvailable": "2"}}, 'invalid type: string "2", expected i32'),
+        (
+            {"status": {"conditions": [["Complete", "True", "R", 1]]}},
+            "invalid length 4, expected fewer elements in array",
+        ),
+        (
             ["apps/v1", "Deployment", {}, {}, {}, 1],
             "invalid length 6, expected fewer elements in array",
         ),
@@ -369,3 +553,8 @@ def test_views_decode_like_serde() -> None:
             WorkloadView(obj)
         assert str(error.value) == message
     assert WorkloadView(["apps/v1", "Deployment"]).kind == "Deployment"
+    # serde takes a struct from an array of its fields in order, the DaemonSet's and the
+    # condition's status among them.
+    status = WorkloadView({"status": [1, 2, 3, 4, 5, "c", "u", 6, 7, 8, [["Complete", "True", "R"]]]}).status
+    assert (status.desired_number_scheduled, status.updated_number_scheduled, status.number_available) == (6, 7, 8)
+    assert status.conditions[0].status == "True" and status.conditions[0].reason == "R"
