@@ -214,9 +214,10 @@ func (o *Observed) Len() int {
 	return len(o.objects)
 }
 
-// Workload is the observed workload (a Deployment or StatefulSet) of kind named name, reduced
-// to what its rollout status needs, or nil when there is none. One that is there but does not
-// decode (a field of another type) is a *Retry, with serde's message as the Rust SDK's says it.
+// Workload is the observed workload (a Deployment, StatefulSet, DaemonSet or Job) of kind named
+// name, reduced to what its rollout status needs, or nil when there is none. One that is there
+// but does not decode (a field of another type) is a *Retry, with serde's message as the Rust
+// SDK's says it.
 func (o *Observed) Workload(kind Kind, name string) (*WorkloadView, error) {
 	object := o.Get(kind, name)
 	if object == nil {
@@ -227,6 +228,21 @@ func (o *Observed) Workload(kind Kind, name string) (*WorkloadView, error) {
 		return nil, &Retry{Message: fmt.Sprintf("observed %s %s does not decode: %v", kind.Kind, DebugString(name), err)}
 	}
 	return view, nil
+}
+
+// RolloutOf is where the rollout (or, for a Job, the run) of the spec desired holds for the
+// workload of kind named name stands: WorkloadView.RolloutOf of the observed one, or pending
+// (reason NotCreated) while there is none. An observed one that does not decode is a *Retry,
+// as Workload says.
+func (o *Observed) RolloutOf(kind Kind, name string, desired *Desired) (Rollout, error) {
+	workload, err := o.Workload(kind, name)
+	if err != nil {
+		return Rollout{}, err
+	}
+	if workload == nil {
+		return pendingRollout("NotCreated", fmt.Sprintf("the %s %s is not created yet", kind.Kind, DebugString(name))), nil
+	}
+	return workload.RolloutOf(desired), nil
 }
 
 // Desired is what Reconcile returns: the children that should exist, the parent's status, and
@@ -249,7 +265,7 @@ type Desired struct {
 // returns d for chaining. The child is a copy through canonical JSON, so later changes to
 // object do not change it, and numbers are json.Number as the host would read them.
 //
-// An apps/v1 workload (Deployment, StatefulSet, DaemonSet, ReplicaSet) gets the annotation
+// A workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job) gets the annotation
 // SpecHashAnnotation, the hash of its spec, so that its observed copy tells whether it carries
 // this spec yet (WorkloadView.RolloutOf).
 //
@@ -287,6 +303,48 @@ func (d *Desired) ChildWith(kind Kind, object map[string]any, options ChildOptio
 	d.Children = append(d.Children, value)
 	d.Options = append(d.Options, options)
 	return d
+}
+
+// RunOnce adds job (a Job's metadata and spec; its apiVersion and kind are implied) as a step
+// the children added after it wait for, run once for each distinct inputs (whatever its run
+// depends on: the image, the schema version, a config's data), and returns d for chaining.
+// ContentHash(inputs) goes on the pod template under ContentHashAnnotation, so new inputs make
+// a new template, and the host recreates the Job (its template is immutable) instead of
+// reporting ImmutableField; the same inputs leave the completed Job as it is. The options are
+// ChildOptions{}.Recreate().ReadyWhenCondition("Complete"): the barrier is its Complete
+// condition. Observed.RolloutOf(KindJob, name, d) says whether the run of these inputs
+// completed (an old Job's completion is SpecNotApplied). job itself is not changed.
+//
+// RunOnce panics, as Child does, when job or inputs do not encode as JSON, when job names
+// another kind, or when its spec, spec.template, the template's metadata or its annotations
+// is there but not an object (null counts as absent): those are bugs in the plugin.
+func (d *Desired) RunOnce(job map[string]any, inputs any) *Desired {
+	hash := ContentHash(inputs)
+	value, ok := jsonCopy(job, "a Job child").(map[string]any)
+	if !ok {
+		value = map[string]any{}
+	}
+	for _, field := range [][2]string{{"apiVersion", KindJob.APIVersion()}, {"kind", KindJob.Kind}} {
+		if have := value[field[0]]; have != nil && have != field[1] {
+			panic(fmt.Sprintf("operatorhost: RunOnce takes a Job, not an object of %s %v", field[0], have))
+		}
+	}
+	object, path := value, ""
+	for _, key := range []string{"spec", "template", "metadata", "annotations"} {
+		path += "." + key
+		switch next := object[key].(type) {
+		case map[string]any:
+			object = next
+		case nil:
+			created := map[string]any{}
+			object[key] = created
+			object = created
+		default:
+			panic(fmt.Sprintf("operatorhost: RunOnce needs the Job's %s to be an object, not %v", path[1:], next))
+		}
+	}
+	object[ContentHashAnnotation] = hash
+	return d.ChildWith(KindJob, value, ChildOptions{}.Recreate().ReadyWhenCondition("Complete"))
 }
 
 // OptionsOf is the options of the desired child of kind named name, and whether it is desired.

@@ -1,13 +1,14 @@
 // Spec and content hashes, and views of observed workloads with `kubectl rollout status`'s rules (a port of the Rust SDK's view.rs).
 //
 // A plugin sees its children as they were before the host applies its answer, so after a spec
-// change it observes the old workload, fully rolled out. The SDK therefore stamps every apps/v1
-// workload a plugin returns with SpecHashAnnotation, a SHA-256 of its spec as the plugin wrote
-// it (canonical JSON, the same text as the Rust SDK's): an observed workload whose annotation
-// equals the hash desired now carries the desired spec, and WorkloadView.RolloutOf then applies
-// kubectl's rules to it. Hashing the desired side only is immune to the API server's
-// defaulting and covers every field; the annotation is on the workload, not its pod template,
-// so it never rolls the pods.
+// change it observes the old workload, fully rolled out. The SDK therefore stamps every
+// workload a plugin returns (a Deployment, StatefulSet, DaemonSet, ReplicaSet or Job) with
+// SpecHashAnnotation, a SHA-256 of its spec as the plugin wrote it (canonical JSON, the same
+// text as the Rust SDK's): an observed workload whose annotation equals the hash desired now
+// carries the desired spec, and WorkloadView.RolloutOf then applies kubectl's rules to it (for
+// a Job: whether it has run to completion). Hashing the desired side only is immune to the API
+// server's defaulting and covers every field; the annotation is on the workload, not its pod
+// template, so it never rolls the pods.
 
 package operatorhost
 
@@ -42,15 +43,16 @@ func ContentHash(content any) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// workloadKinds are the kinds whose children get SpecHashAnnotation: those that roll pods out.
-var workloadKinds = []string{"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"}
+// workloadKinds are the kinds whose children get SpecHashAnnotation: those that roll pods out,
+// and the Job, whose run is of one spec.
+var workloadKinds = []Kind{KindDeployment, KindStatefulSet, KindDaemonSet, KindReplicaSet, KindJob}
 
-// stampSpecHash marks child with the hash of its spec when it is an apps/v1 workload with a
-// spec, as the Rust SDK's stamp_spec_hash does.
+// stampSpecHash marks child with the hash of its spec when it is a workload (workloadKinds)
+// with a spec, as the Rust SDK's stamp_spec_hash does.
 func stampSpecHash(child map[string]any) {
-	kind, _ := child["kind"].(string)
+	isWorkload := slices.ContainsFunc(workloadKinds, func(kind Kind) bool { return objectIsKind(child, kind) })
 	spec, hasSpec := child["spec"]
-	if child["apiVersion"] != "apps/v1" || !slices.Contains(workloadKinds, kind) || !hasSpec {
+	if !isWorkload || !hasSpec {
 		return
 	}
 	hash := ContentHash(spec)
@@ -69,13 +71,14 @@ func stampSpecHash(child map[string]any) {
 	}
 }
 
-// WorkloadView is an observed Deployment or StatefulSet reduced to what a status needs: its
-// replica counts, and whether the spec the plugin desires is rolled out. Get one with
-// Observed.Workload. A field that is absent (or null, for the pointers) is its zero value.
+// WorkloadView is an observed Deployment, StatefulSet, DaemonSet or Job reduced to what a
+// status needs: its replica counts, and whether the spec the plugin desires is rolled out (or,
+// for a Job, has run to completion). Get one with Observed.Workload, or the rollout directly
+// with Observed.RolloutOf. A field that is absent (or null, for the pointers) is its zero value.
 type WorkloadView struct {
 	// APIVersion is apiVersion, e.g. apps/v1.
 	APIVersion string
-	// Kind decides which rollout rules apply: Deployment or StatefulSet.
+	// Kind decides which rollout rules apply: Deployment, StatefulSet, DaemonSet or Job.
 	Kind string
 	// Metadata is the name, the generation and the SDK's spec hash.
 	Metadata MetadataView
@@ -123,7 +126,7 @@ type RollingUpdateView struct {
 	Partition *int32
 }
 
-// WorkloadStatusView is the status of an observed Deployment or StatefulSet.
+// WorkloadStatusView is the status of an observed workload (the fields of each kind it has).
 type WorkloadStatusView struct {
 	// Replicas is the number of pods the controller created.
 	Replicas *int32
@@ -139,22 +142,31 @@ type WorkloadStatusView struct {
 	CurrentRevision *string
 	// UpdateRevision is a StatefulSet's revision of its current spec.
 	UpdateRevision *string
-	// Conditions are a Deployment's (Progressing says when its progress deadline passed).
+	// DesiredNumberScheduled is a DaemonSet's number of nodes that should run its pod.
+	DesiredNumberScheduled *int32
+	// UpdatedNumberScheduled is a DaemonSet's number of nodes running its current pod template.
+	UpdatedNumberScheduled *int32
+	// NumberAvailable is a DaemonSet's number of nodes whose pod is available.
+	NumberAvailable *int32
+	// Conditions are a Deployment's (Progressing says when its progress deadline passed), a
+	// Job's (Complete, Failed).
 	Conditions []WorkloadConditionView
 }
 
-// WorkloadConditionView is one of a workload's status.conditions: type and reason only.
+// WorkloadConditionView is one of a workload's status.conditions: type, status and reason.
 type WorkloadConditionView struct {
-	// Type is e.g. Progressing or Available.
+	// Type is e.g. Progressing, Available or Complete.
 	Type string
+	// Status is True, False or Unknown.
+	Status string
 	// Reason is e.g. ProgressDeadlineExceeded.
 	Reason *string
 }
 
-// DecodeWorkloadView decodes object (a Deployment or StatefulSet, as any value encoding/json
-// accepts) as the Rust SDK's WorkloadView decodes it: missing fields are zero, other fields
-// ignored, and a field of another type is an error with serde's message
-// ("invalid type: string \"two\", expected i32").
+// DecodeWorkloadView decodes object (a workload, as any value encoding/json accepts) as the
+// Rust SDK's WorkloadView decodes it: missing fields are zero, other fields ignored, and a
+// field of another type is an error with serde's message ("invalid type: string \"two\",
+// expected i32").
 func DecodeWorkloadView(object any) (*WorkloadView, error) {
 	// Through JSON text, so that numbers are json.Number as the host's would be.
 	text, err := CanonicalJSON(object)
@@ -217,7 +229,9 @@ func (w *WorkloadView) RolloutOf(desired *Desired) Rollout {
 }
 
 // Rollout is the rollout of this workload's own current spec, by kubectl rollout status's rules
-// for its kind (Deployment, StatefulSet). It knows nothing of what the plugin desires: see
+// for its kind (Deployment, StatefulSet, DaemonSet), or for a Job its run: complete once its
+// Complete condition holds, failed once its Failed one does. Any other kind (a ReplicaSet) has
+// failed with reason UnsupportedKind. It knows nothing of what the plugin desires: see
 // RolloutOf.
 func (w *WorkloadView) Rollout() Rollout {
 	switch w.Kind {
@@ -225,6 +239,10 @@ func (w *WorkloadView) Rollout() Rollout {
 		return w.deploymentRollout()
 	case "StatefulSet":
 		return w.statefulSetRollout()
+	case "DaemonSet":
+		return w.daemonSetRollout()
+	case "Job":
+		return w.jobRun()
 	}
 	return failedRollout("UnsupportedKind", "no rollout rules for kind "+DebugString(w.Kind))
 }
@@ -272,6 +290,44 @@ func (w *WorkloadView) deploymentRollout() Rollout {
 		return pendingRollout("RolloutInProgress", fmt.Sprintf("%d of %d updated replicas are available", available, updated))
 	}
 	return completeRollout()
+}
+
+// daemonSetRollout is kubectl's DaemonSetStatusViewer.
+func (w *WorkloadView) daemonSetRollout() Rollout {
+	if !w.specObserved() {
+		return w.notObserved()
+	}
+	status := &w.Status
+	wanted := derefOr(status.DesiredNumberScheduled, 0)
+	updated := derefOr(status.UpdatedNumberScheduled, 0)
+	available := derefOr(status.NumberAvailable, 0)
+	if updated < wanted {
+		return pendingRollout("RolloutInProgress", fmt.Sprintf("%d of %d new pods have been updated", updated, wanted))
+	}
+	if available < wanted {
+		return pendingRollout("RolloutInProgress", fmt.Sprintf("%d of %d updated pods are available", available, wanted))
+	}
+	return completeRollout()
+}
+
+// jobRun is a Job's run (a Job has no observed generation: its spec cannot change once
+// created): complete once its Complete condition is True, failed once its Failed one is.
+func (w *WorkloadView) jobRun() Rollout {
+	holds := func(conditionType string) *WorkloadConditionView {
+		for i := range w.Status.Conditions {
+			if c := &w.Status.Conditions[i]; c.Type == conditionType && c.Status == "True" {
+				return c
+			}
+		}
+		return nil
+	}
+	if holds("Complete") != nil {
+		return completeRollout()
+	}
+	if failed := holds("Failed"); failed != nil {
+		return failedRollout("JobFailed", fmt.Sprintf("%s failed (%s)", w.kindName(), derefOr(failed.Reason, "no reason given")))
+	}
+	return pendingRollout("JobRunning", fmt.Sprintf("waiting for %s to complete", w.kindName()))
 }
 
 // statefulSetRollout is kubectl's StatefulSetStatusViewer, with a missing partition read as 0
@@ -333,10 +389,10 @@ const (
 	// RolloutPending: not yet; the reason and message say what is awaited.
 	RolloutPending RolloutState = iota
 	// RolloutComplete: every pod runs the workload's current spec and is ready (available,
-	// for Deployments).
+	// for Deployments), or the Job has completed.
 	RolloutComplete
 	// RolloutFailed: it will not complete by itself (the Deployment's progress deadline
-	// passed, or the kind has no rollout rules).
+	// passed, the Job failed, or the kind has no rollout rules).
 	RolloutFailed
 )
 
@@ -353,7 +409,8 @@ func (s RolloutState) String() string {
 	return "RolloutState(" + strconv.Itoa(int(s)) + ")"
 }
 
-// Rollout is where the rollout of a workload stands, by kubectl rollout status's rules.
+// Rollout is where the rollout of a workload (or the run of a Job) stands, by kubectl rollout
+// status's rules.
 type Rollout struct {
 	state   RolloutState
 	reason  string
@@ -376,16 +433,23 @@ func failedRollout(reason, message string) Rollout {
 func (r Rollout) State() RolloutState { return r.state }
 
 // IsComplete reports whether every pod runs the workload's current spec and is ready
-// (available, for Deployments).
+// (available, for Deployments), or the Job has completed.
 func (r Rollout) IsComplete() bool { return r.state == RolloutComplete }
 
-// Reason is CamelCase, for a condition: RolloutComplete, or why it is pending or failed
-// (RolloutInProgress, SpecNotObserved, SpecNotApplied, ProgressDeadlineExceeded,
-// UnsupportedKind).
+// Reason is CamelCase, for a condition: RolloutComplete, or why it is pending (NotCreated,
+// SpecNotApplied, SpecNotObserved, RolloutInProgress, JobRunning) or failed
+// (ProgressDeadlineExceeded, JobFailed, UnsupportedKind).
 func (r Rollout) Reason() string { return r.reason }
 
 // Message is what is awaited, or why it failed; "rolled out" when complete.
 func (r Rollout) Message() string { return r.message }
+
+// Condition is the condition conditionType (Available, MigrationComplete, ...) of this
+// rollout, of the parent's observedGeneration (nil to leave it out): True when complete, with
+// the rollout's reason and message.
+func (r Rollout) Condition(conditionType string, observedGeneration *int64) Condition {
+	return NewCondition(conditionType, r.IsComplete(), r.reason, r.message, observedGeneration)
+}
 
 // Decoding: what serde's derived Deserialize does with the Rust SDK's views, over the values
 // ParseJSON makes. Every view struct is #[serde(default)]: missing fields keep their zero
@@ -568,6 +632,9 @@ func (s *WorkloadStatusView) decode(value any) error {
 		{"observedGeneration", viewOptionalI64Into(&s.ObservedGeneration)},
 		{"currentRevision", viewOptionalStringInto(&s.CurrentRevision)},
 		{"updateRevision", viewOptionalStringInto(&s.UpdateRevision)},
+		{"desiredNumberScheduled", viewOptionalI32Into(&s.DesiredNumberScheduled)},
+		{"updatedNumberScheduled", viewOptionalI32Into(&s.UpdatedNumberScheduled)},
+		{"numberAvailable", viewOptionalI32Into(&s.NumberAvailable)},
 		{"conditions", func(value any) error {
 			items, ok := value.([]any)
 			if !ok {
@@ -587,6 +654,7 @@ func (s *WorkloadStatusView) decode(value any) error {
 func (c *WorkloadConditionView) decode(value any) error {
 	return decodeViewStruct(value, "WorkloadConditionView", []viewMember{
 		{"type", viewStringInto(&c.Type)},
+		{"status", viewStringInto(&c.Status)},
 		{"reason", viewOptionalStringInto(&c.Reason)},
 	})
 }
