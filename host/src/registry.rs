@@ -446,11 +446,11 @@ impl Registry {
             .iter()
             .map(|(id, entry)| {
                 let of_cluster = ClusterPlugins::is_id(id);
-                let (name, source) = if of_cluster {
-                    let name = file_name(id);
-                    (name.clone(), format!("OperatorPlugin {name}"))
+                let name = known_name(id);
+                let source = if of_cluster {
+                    format!("OperatorPlugin {name}")
                 } else {
-                    (file_stem(id), format!("file {}", file_name(id)))
+                    format!("file {}", file_name(id))
                 };
                 let digest = self
                     .cluster
@@ -664,7 +664,7 @@ impl Registry {
         let Some(rules) = entry else {
             return Ok(base);
         };
-        let name = file_stem(path);
+        let name = known_name(path);
         let owner = format!("spec.policy of OperatorPlugin {name}");
         let policy = base
             .with_entry(&name, rules, &owner)
@@ -693,12 +693,12 @@ impl Registry {
         policy: Arc<Policy>,
         served: Option<&Plugin>,
     ) -> Result<Arc<Plugin>, LoadFailure> {
-        let file_name = file_stem(path);
+        let known_as = known_name(path);
         // The new version takes over the served one's instance slots, unless it is to have
         // another number of them: resizing a shared share would change the served version's
         // before the new one is accepted.
         let calls = policy
-            .max_concurrent_calls(&file_name)
+            .max_concurrent_calls(&known_as)
             .unwrap_or(self.runtime.default_max_concurrent_calls());
         let replacing = served
             .map(|plugin| &plugin.compiled)
@@ -708,9 +708,9 @@ impl Registry {
             .load_quick(path, bytes, replacing)
             .map_err(|e| e.to_string())?;
         let mut plugin = Plugin::from_compiled(path, compiled)?;
-        // A plugin is known by its file name or resource name, which the administrator chose: a name it gives
-        // itself must not reach another plugin's policy entry.
-        if plugin.decl.name != file_name {
+        // A plugin is known by its file name or resource name, which the administrator chose: a
+        // name it gives itself must not reach another plugin's policy entry.
+        if plugin.decl.name != known_as {
             let fix = if ClusterPlugins::is_id(path) {
                 format!("name the OperatorPlugin {:?}", plugin.decl.name)
             } else {
@@ -718,7 +718,7 @@ impl Registry {
             };
             return Err(format!(
                 "{} declares the name {:?}, but a plugin is known by the name it is given \
-                 ({file_name:?}): {fix} or build the plugin with the name {file_name:?}",
+                 ({known_as:?}): {fix} or build the plugin with the name {known_as:?}",
                 path.display(),
                 plugin.decl.name,
             )
@@ -825,7 +825,7 @@ impl Registry {
                 kind: RefusalKind::Error,
             });
         }
-        let plugin = serving.map_or_else(|| file_stem(path), |p| p.decl.name.clone());
+        let plugin = serving.map_or_else(|| known_name(path), |p| p.decl.name.clone());
         self.count_reload(&plugin, "rejected");
         match serving {
             Some(old) => tracing::error!(
@@ -1110,7 +1110,14 @@ fn contract_version(plugin: &Plugin) -> String {
     package.rsplit('@').next().unwrap_or(package).into()
 }
 
-fn file_stem(path: &Path) -> String {
-    path.file_stem()
-        .map_or_else(String::new, |s| s.to_string_lossy().into_owned())
+/// The name the plugin offered as `id` is known by: an OperatorPlugin's name, or a file's stem
+/// with `_` read as `-`. Cargo writes a crate's `-` as `_` (`web_app.wasm` for `web-app`) and a
+/// plugin's name is a DNS label, which has no `_`: so the file a build writes is served as it
+/// is, and two files naming one plugin meet the one-name-one-plugin check.
+fn known_name(id: &Path) -> String {
+    if ClusterPlugins::is_id(id) {
+        return file_name(id);
+    }
+    id.file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().replace('_', "-"))
 }

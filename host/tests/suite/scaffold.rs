@@ -4,6 +4,10 @@ use crate::util;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
+
+use operator_host::metrics::Metrics;
+use operator_host::registry::{Proposal, Registry};
 
 use util::{operator_host, path_str, repo_root, stderr, stdout};
 
@@ -183,6 +187,40 @@ fn a_scaffolded_plugin_tests_builds_and_renders_against_the_packaged_sdk() {
     let inspect = operator_host(&["inspect", path_str(&wasm)]);
     assert_success("operator-host inspect", &inspect);
     assert!(stdout(&inspect).contains("WebApp"), "{}", stdout(&inspect));
+    served_as_the_build_names_it(&wasm);
+}
+
+/// The file cargo writes for the plugin `web-app`, `web_app.wasm`, is served as it is from a
+/// plugin directory; a second file naming the same plugin is refused, the first kept serving.
+fn served_as_the_build_names_it(wasm: &Path) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(wasm, dir.path().join("web_app.wasm")).unwrap();
+    let (sender, _tier_ups) = tokio::sync::mpsc::unbounded_channel();
+    let mut registry = Registry::new(
+        util::runtime_with(Default::default()),
+        dir.path(),
+        Arc::new(Metrics::new()),
+        sender,
+    );
+    let proposals = registry.scan().unwrap();
+    assert!(
+        matches!(proposals.as_slice(), [Proposal::Add { plugin }] if plugin.decl.name == "web-app"),
+        "web_app.wasm serves the plugin web-app: {proposals:?}"
+    );
+    registry.commit(&proposals[0]);
+
+    std::fs::copy(wasm, dir.path().join("web-app.wasm")).unwrap();
+    let proposals = registry.scan().unwrap();
+    assert!(proposals.is_empty(), "{proposals:?}");
+    let report = registry.replica_report();
+    let refused = report
+        .iter()
+        .find(|p| p.source == "file web-app.wasm")
+        .filter(|p| p.state == "Rejected")
+        .and_then(|p| p.detail.as_ref())
+        .unwrap_or_else(|| panic!("web-app.wasm is refused: {report:?}"));
+    assert!(refused.contains("one name has one plugin"), "{refused}");
+    assert!(registry.served(&dir.path().join("web_app.wasm")).is_some());
 }
 
 /// `program` with `args` in `dir`, its output captured.

@@ -239,7 +239,7 @@ impl Desired {
 
     /// Adds a typed child (any k8s-openapi resource, or a custom resource type).
     ///
-    /// An `apps/v1` workload (Deployment, StatefulSet, DaemonSet, ReplicaSet) gets the
+    /// A workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job) gets the
     /// annotation [`crate::SPEC_HASH_ANNOTATION`], the hash of its spec, so that its observed
     /// copy tells whether it carries this spec yet ([`crate::WorkloadView::rollout_of`]).
     pub fn child<K>(&mut self, child: &K) -> Result<&mut Self, Error>
