@@ -6,8 +6,8 @@
 //! engine (the host's `plugin`, `render`, `diff` and `conformance` call plugins with these
 //! rules), kube's client or runtime, tokio, or anything that talks to an API server: the
 //! authors' testing crate (`operator-host-testing`) builds on it in seconds. `make lint`
-//! checks its dependencies, and `tests/layers.rs` that its modules form no cycle, in the
-//! order listed here, bottom first:
+//! checks its dependencies, and `host/tests/suite/layers.rs` that its modules form no cycle,
+//! in the order listed here, bottom first:
 //!
 //! - [`names`]: the names Kubernetes accepts (DNS-1123 labels and subdomains).
 //! - [`signature`]: cosign-compatible signatures of plugin artifacts.

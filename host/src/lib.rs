@@ -11,7 +11,11 @@
 //!   [`conformance`]; [`recording`]: the flight recorder whose recordings `replay` runs a
 //!   plugin on. (A plugin's logic runs natively through the same checks with the crate
 //!   `operator-host-testing`, in the plugin's `cargo test`.)
+//! - [`api`]: kube's dynamic API of a core [`kinds::Kind`], the one place a kind becomes an
+//!   `Api`.
 //! - [`controller`]: the run loop against the API server (watch, apply, prune, status).
+//! - [`webhook`]: the admission and conversion webhooks of the plugins that validate, default
+//!   or convert, served over HTTPS by every replica.
 //! - [`registry`]: which version each plugin file serves; hot reload decisions.
 //! - [`watch`]: the debounced watcher of the plugin directory.
 //! - [`cli`]: the `operator-host` command line (the binary's edge).
