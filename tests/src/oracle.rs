@@ -84,12 +84,8 @@ impl Oracle<'_> {
         let uid = parent.uid().unwrap_or_default();
         let mut children = Vec::new();
         for kind in &self.child_kinds() {
-            for child in self.owned(kind, &uid).await? {
-                let mut value = serde_json::to_value(&child).unwrap_or(Value::Null);
-                value["apiVersion"] = kind.api_version().into();
-                value["kind"] = kind.kind.clone().into();
-                children.push(value);
-            }
+            let owned = self.owned(kind, &uid).await?;
+            children.extend(owned.iter().filter_map(|child| kind.to_json(child)));
         }
         Ok(Some((
             serde_json::to_value(&parent).unwrap_or(Value::Null),
@@ -114,12 +110,7 @@ impl Oracle<'_> {
             let values: Vec<Value> = listed
                 .items
                 .iter()
-                .map(|object| {
-                    let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
-                    value["apiVersion"] = declaration.kind.api_version().into();
-                    value["kind"] = declaration.kind.kind.clone().into();
-                    value
-                })
+                .filter_map(|object| declaration.kind.to_json(object))
                 .collect();
             candidates.push(values);
         }
@@ -141,12 +132,8 @@ impl Oracle<'_> {
     pub async fn children_of(&self, uid: &str) -> Result<Vec<Value>, Error> {
         let mut children = Vec::new();
         for kind in &self.child_kinds() {
-            for child in self.owned(kind, uid).await? {
-                let mut value = serde_json::to_value(&child).unwrap_or(Value::Null);
-                value["apiVersion"] = kind.api_version().into();
-                value["kind"] = kind.kind.clone().into();
-                children.push(value);
-            }
+            let owned = self.owned(kind, uid).await?;
+            children.extend(owned.iter().filter_map(|child| kind.to_json(child)));
         }
         Ok(children)
     }
