@@ -17,7 +17,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use operator_host_sdk::{
-    child_meta, restricted_container_security_context, restricted_pod_security_context,
+    child_meta, component_labels, restricted_container_security_context,
+    restricted_pod_security_context,
 };
 
 use crate::members::{
@@ -52,18 +53,11 @@ enum Component {
 
 /// The labels of a cluster's objects; with [`Component::Member`] also the pods' selector.
 fn labels(name: &str, component: Component) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("app.kubernetes.io/name".to_string(), "etcd".to_string()),
-        ("app.kubernetes.io/instance".to_string(), name.to_string()),
-        (
-            "app.kubernetes.io/component".to_string(),
-            match component {
-                Component::Member => "member",
-                Component::Membership => "membership",
-            }
-            .to_string(),
-        ),
-    ])
+    let component = match component {
+        Component::Member => "member",
+        Component::Membership => "membership",
+    };
+    component_labels("etcd", name, component)
 }
 
 /// The membership ConfigMap's name.

@@ -11,9 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{CustomResource, ResourceExt};
 use operator_host_sdk::{
-    Condition, Desired, Error, Kind, Observed, Reconciler, Validation, WorkloadView, child_meta,
-    kind_of, restricted_container_security_context, restricted_pod_security_context,
-    validate_container_resources,
+    Condition, Desired, Error, Kind, Observed, Reconciler, Validation, WorkloadView, app_labels,
+    child_meta, component_labels, kind_of, restricted_container_security_context,
+    restricted_pod_security_context, validate_container_resources,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -187,25 +187,18 @@ pub fn validate(spec: &MemcachedSpec) -> Result<MemcachedSpec, Error> {
 
 /// Labels that select exactly one CR's pods: two CRs in a namespace never share them.
 pub fn selector_labels(name: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (
-            "app.kubernetes.io/name".to_string(),
-            "memcached".to_string(),
-        ),
-        ("app.kubernetes.io/instance".to_string(), name.to_string()),
-    ])
+    app_labels("memcached", name)
 }
 
-fn child_labels(selector: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    let mut labels = selector.clone();
-    labels.insert("app.kubernetes.io/component".into(), "cache".into());
-    labels
+/// The children's and their pods' labels: the selector's and the component.
+fn child_labels(name: &str) -> BTreeMap<String, String> {
+    component_labels("memcached", name, "cache")
 }
 
 /// Metadata of a child; the `v2` build marks every child so hot reloads can be observed.
-fn meta(name: &str, selector: &BTreeMap<String, String>) -> ObjectMeta {
+fn meta(name: &str) -> ObjectMeta {
     #[allow(unused_mut)]
-    let mut meta = child_meta(name, child_labels(selector));
+    let mut meta = child_meta(name, child_labels(name));
     #[cfg(feature = "v2")]
     {
         meta.annotations = Some(BTreeMap::from([(
@@ -226,7 +219,7 @@ fn deployment(name: &str, spec: &MemcachedSpec, selector: &BTreeMap<String, Stri
         ..Probe::default()
     };
     Deployment {
-        metadata: meta(name, selector),
+        metadata: meta(name),
         spec: Some(DeploymentSpec {
             replicas: Some(spec.size),
             selector: LabelSelector {
@@ -235,7 +228,7 @@ fn deployment(name: &str, spec: &MemcachedSpec, selector: &BTreeMap<String, Stri
             },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(child_labels(selector)),
+                    labels: Some(child_labels(name)),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
@@ -273,7 +266,7 @@ fn deployment(name: &str, spec: &MemcachedSpec, selector: &BTreeMap<String, Stri
 
 fn service(name: &str, spec: &MemcachedSpec, selector: &BTreeMap<String, String>) -> Service {
     Service {
-        metadata: meta(name, selector),
+        metadata: meta(name),
         spec: Some(ServiceSpec {
             selector: Some(selector.clone()),
             ports: Some(vec![ServicePort {
@@ -297,7 +290,7 @@ fn disruption_budget(
 ) -> k8s_openapi::api::policy::v1::PodDisruptionBudget {
     use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
     PodDisruptionBudget {
-        metadata: meta(name, selector),
+        metadata: meta(name),
         spec: Some(PodDisruptionBudgetSpec {
             max_unavailable: Some(IntOrString::Int(1)),
             selector: Some(LabelSelector {

@@ -15,7 +15,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use operator_host_sdk::{
-    child_meta, restricted_container_security_context, restricted_pod_security_context,
+    child_meta, component_labels, restricted_container_security_context,
+    restricted_pod_security_context,
 };
 
 use crate::config::{INITCONF_DIR, MY_CNF};
@@ -108,21 +109,9 @@ impl Component {
 /// also the pod selectors: unique per cluster (`instance`, `mysql.oracle.com/cluster`) and
 /// distinct between servers and routers (`component`, `tier`).
 pub fn labels(name: &str, component: Component) -> BTreeMap<String, String> {
-    let mut labels = BTreeMap::from([
-        (
-            "app.kubernetes.io/name".to_string(),
-            "mysql-innodbcluster".to_string(),
-        ),
-        (
-            "app.kubernetes.io/instance".to_string(),
-            format!("mysql-innodbcluster-{name}"),
-        ),
-        (
-            "app.kubernetes.io/component".to_string(),
-            component.as_str().to_string(),
-        ),
-        ("mysql.oracle.com/cluster".to_string(), name.to_string()),
-    ]);
+    let instance = format!("mysql-innodbcluster-{name}");
+    let mut labels = component_labels("mysql-innodbcluster", &instance, component.as_str());
+    labels.insert("mysql.oracle.com/cluster".to_string(), name.to_string());
     if let Some(tier) = component.tier() {
         labels.insert("tier".to_string(), tier.to_string());
     }

@@ -8,12 +8,12 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::{CustomResource, ResourceExt};
 use operator_host_sdk::{
     CONTENT_HASH_ANNOTATION, Condition, Desired, Error, Kind, Observed, Reconciler, Rollout,
-    WorkloadView, content_hash, kind_of, restricted_container_security_context,
-    restricted_pod_security_context,
+    WorkloadView, app_labels, content_hash, from_json, kind_of,
+    restricted_container_security_context, restricted_pod_security_context,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// A Redis server with replicas.
 #[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema, PartialEq)]
@@ -90,29 +90,26 @@ impl Reconciler for RedisOperator {
             return Err(Error::invalid_field("replicas", "must be between 1 and 9"));
         }
         let name = parent.name_any();
-        let labels = BTreeMap::from([
-            ("app.kubernetes.io/name".to_string(), "redis".to_string()),
-            ("app.kubernetes.io/instance".to_string(), name.clone()),
-        ]);
+        let labels = app_labels("redis", &name);
         let config = BTreeMap::from([(
             "redis.conf".to_string(),
             format!("maxmemory {}\nappendonly yes\ndir /data\n", spec.max_memory),
         )]);
         let mut desired = Desired::new();
-        desired.child(&typed::<ConfigMap>(json!({
+        desired.child(&from_json::<ConfigMap>(json!({
             "metadata": {"name": format!("{name}-config"), "labels": labels},
             "data": config,
         }))?)?;
         let port = json!([{"name": "redis", "port": 6379, "targetPort": "redis"}]);
-        desired.child(&typed::<Service>(json!({
+        desired.child(&from_json::<Service>(json!({
             "metadata": {"name": format!("{name}-headless"), "labels": labels},
             "spec": {"clusterIP": "None", "selector": labels, "ports": port},
         }))?)?;
-        desired.child(&typed::<Service>(json!({
+        desired.child(&from_json::<Service>(json!({
             "metadata": {"name": name, "labels": labels},
             "spec": {"selector": labels, "ports": port},
         }))?)?;
-        desired.child(&typed::<StatefulSet>(json!({
+        desired.child(&from_json::<StatefulSet>(json!({
             "metadata": {"name": name, "labels": labels},
             "spec": {
                 "replicas": spec.replicas,
@@ -150,7 +147,7 @@ impl Reconciler for RedisOperator {
                 }],
             },
         }))?)?;
-        desired.child(&typed::<PodDisruptionBudget>(json!({
+        desired.child(&from_json::<PodDisruptionBudget>(json!({
             "metadata": {"name": name, "labels": labels},
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}},
         }))?)?;
@@ -179,12 +176,6 @@ impl Reconciler for RedisOperator {
 }
 
 operator_host_sdk::export_reconciler!(RedisOperator);
-
-/// `value` as the k8s-openapi type `K`: the JSON is checked against the type here, where a
-/// mistake is a plugin bug, not an invalid spec.
-fn typed<K: serde::de::DeserializeOwned>(value: Value) -> Result<K, Error> {
-    serde_json::from_value(value).map_err(|e| Error::Retry(format!("a child does not decode: {e}")))
-}
 
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,7 @@ pub mod bindings {
 mod admission;
 mod children;
 mod error;
+mod labels;
 pub mod log;
 mod names;
 mod options;
@@ -32,6 +33,7 @@ pub mod __private;
 pub use admission::{FieldError, FieldErrorType, Validation};
 pub use children::{Desired, Kind, Observed, child_meta, kind_of};
 pub use error::Error;
+pub use labels::{app_labels, component_labels, from_json};
 pub use names::{is_dns_label, is_dns_subdomain};
 pub use options::{
     ChildOptions, DeletePolicy, Readiness, Related, RelatedSelector, SecretView, UpdateStrategy,

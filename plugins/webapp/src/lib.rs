@@ -9,8 +9,8 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::{CustomResource, ResourceExt};
 use operator_host_sdk::{
     CONTENT_HASH_ANNOTATION, Condition, Desired, Error, Kind, Observed, Reconciler, Related,
-    Rollout, WorkloadView, content_hash, kind_of, restricted_container_security_context,
-    restricted_pod_security_context,
+    Rollout, WorkloadView, component_labels, content_hash, from_json, kind_of,
+    restricted_container_security_context, restricted_pod_security_context,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -107,17 +107,20 @@ impl Reconciler for WebAppOperator {
         let config_name = format!("{name}-config");
         let env_from = json!([{"configMapRef": {"name": config_name}},
                               {"secretRef": {"name": spec.database_secret}}]);
+        // Each kind of pod a component of its own: the Service and the budget select the
+        // server's pods only, never the migration Job's.
+        let labels = |component| component_labels(Self::NAME, &name, component);
         let mut desired = Desired::new();
-        desired.child(&typed::<ConfigMap>(json!({
-            "metadata": {"name": config_name, "labels": labels(&name, "config")},
+        desired.child(&from_json::<ConfigMap>(json!({
+            "metadata": {"name": config_name, "labels": labels("config")},
             "data": spec.config,
         }))?)?;
         let migrate = format!("{name}-migrate");
         if !spec.migration.is_empty() {
             // Once per image and command; the children below wait for it (a barrier).
-            let migration = labels(&name, "migration");
+            let migration = labels("migration");
             desired.run_once(
-                &typed::<Job>(json!({
+                &from_json::<Job>(json!({
                     "metadata": {"name": migrate, "labels": migration},
                     "spec": {"backoffLimit": 3, "template": {
                         "metadata": {"labels": migration},
@@ -128,22 +131,22 @@ impl Reconciler for WebAppOperator {
             )?;
         }
         let secret = observed.related::<Secret>("database")?.into_iter().next();
-        let server = labels(&name, "server");
+        let server = labels("server");
         // What the pods read but do not embed: a change of either rolls them.
         let read_hash = content_hash(&(&spec.config, secret.as_ref().map(|s| &s.data)))?;
-        desired.child(&typed::<Deployment>(json!({
+        desired.child(&from_json::<Deployment>(json!({
             "metadata": {"name": name, "labels": server},
             "spec": {"replicas": spec.replicas, "selector": {"matchLabels": server}, "template": {
                 "metadata": {"labels": server, "annotations": {CONTENT_HASH_ANNOTATION: read_hash}},
                 "spec": pod(&spec.image, None, &env_from, Some(spec.port)),
             }},
         }))?)?;
-        desired.child(&typed::<Service>(json!({
+        desired.child(&from_json::<Service>(json!({
             "metadata": {"name": name, "labels": server},
             "spec": {"selector": server, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
         }))?)?;
         if spec.replicas > 1 {
-            desired.child(&typed::<PodDisruptionBudget>(json!({
+            desired.child(&from_json::<PodDisruptionBudget>(json!({
                 "metadata": {"name": name, "labels": server},
                 "spec": {"maxUnavailable": 1, "selector": {"matchLabels": server}},
             }))?)?;
@@ -201,19 +204,6 @@ fn status(
     })
 }
 
-/// The labels of the `component` (`server`, `migration`, `config`) of app `name`: only the
-/// server's pods carry `server`, so the Service and the budget never select the Job's.
-fn labels(name: &str, component: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        ("app.kubernetes.io/name".to_string(), "webapp".to_string()),
-        ("app.kubernetes.io/instance".to_string(), name.to_string()),
-        (
-            "app.kubernetes.io/component".to_string(),
-            component.to_string(),
-        ),
-    ])
-}
-
 /// A restricted pod of `image` with `env_from`: the server (listening on `port`) or, with
 /// `command`, a run to completion.
 fn pod(image: &str, command: Option<&[String]>, env_from: &Value, port: Option<i32>) -> Value {
@@ -231,12 +221,6 @@ fn pod(image: &str, command: Option<&[String]>, env_from: &Value, port: Option<i
     let restart = if command.is_some() { "Never" } else { "Always" };
     json!({"securityContext": restricted_pod_security_context(Some(1000)),
            "restartPolicy": restart, "containers": [container]})
-}
-
-/// `value` as the k8s-openapi type `K`: the JSON is checked against the type here, where a
-/// mistake is a plugin bug, not an invalid spec.
-fn typed<K: serde::de::DeserializeOwned>(value: Value) -> Result<K, Error> {
-    serde_json::from_value(value).map_err(|e| Error::Retry(format!("a child does not decode: {e}")))
 }
 
 #[cfg(test)]
