@@ -15,6 +15,7 @@ from .children import Desired, Observed, child_meta
 from .conditions import Condition, camel_case_reason, conditions_schema
 from .errors import Error, InvalidSpec, Retry, invalid_at, invalid_field
 from .kinds import Kind
+from .labels import app_labels, component_labels
 from .operator import CustomResource, Operator, Parent, PrinterColumn, merge_crds
 from .options import ChildOptions, DeletePolicy, Readiness, Related, SecretView, UpdateStrategy
 from .resources import canonical_quantity, validate_container_resources
@@ -54,9 +55,11 @@ __all__ = [
     "UpdateStrategy",
     "Validation",
     "WorkloadView",
+    "app_labels",
     "camel_case_reason",
     "canonical_quantity",
     "child_meta",
+    "component_labels",
     "conditions_schema",
     "content_hash",
     "debug_str",
