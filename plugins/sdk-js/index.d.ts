@@ -20,6 +20,12 @@ export const kinds: Readonly<Record<
 
 /** A child's metadata: its name and labels only (the host adds namespace, owner and its labels). */
 export function childMeta(name: string, labels?: Record<string, string>): { name: string; labels?: Record<string, string> };
+/** The object's name, or its `generateName` while it has none (at admission); `''` without either (kube's `name_any`). */
+export function nameAny(object: { metadata?: { name?: string; generateName?: string } }): string;
+/** `app.kubernetes.io/name` and `app.kubernetes.io/instance` (the parent's name): a selector of a parent with one kind of pod. */
+export function appLabels(app: string, instance: string): Record<string, string>;
+/** `appLabels` and `app.kubernetes.io/component`: a selector of that component's pods only. */
+export function componentLabels(app: string, instance: string, component: string): Record<string, string>;
 
 /** The schema of a field: its OpenAPI schema, decoding (serde's rules) and bounds. */
 export class Type<T = unknown> {

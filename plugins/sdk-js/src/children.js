@@ -71,6 +71,16 @@ export function childMeta(name, labels = {}) {
   return meta;
 }
 
+/**
+ * The object's name, or its `generateName` prefix while it has none (a create at admission,
+ * before the API server names it); `''` without either. kube's `ResourceExt::name_any`.
+ * @param {{metadata?: {name?: string, generateName?: string}}} object a parent or any child
+ * @returns {string}
+ */
+export function nameAny(object) {
+  return object?.metadata?.name || object?.metadata?.generateName || '';
+}
+
 function isKind(object, kind) {
   return object?.apiVersion === apiVersionOf(kind) && object?.kind === kind.kind;
 }

@@ -52,7 +52,13 @@ const I64_MIN = -9223372036854775808n;
  * else `{float: number}`. `source` is how it was written (see `numberSource`), if it matters.
  */
 function readNumber(value, source) {
-  if (source === undefined) return { integer: BigInt(value) };
+  if (source === undefined) {
+    // A number of a plain object (or an integer of parsed JSON text): a whole one is exactly
+    // its value; any other (2.5, NaN, Infinity) is a float, as serde_json has it from an f64.
+    if (!Number.isInteger(value)) return { float: value };
+    const integer = BigInt(value);
+    return integer > U64_MAX || integer < I64_MIN ? { float: value } : { integer };
+  }
   if (/[.eE]/.test(source)) return { float: Number(source) };
   const integer = BigInt(source);
   if (integer > U64_MAX || integer < I64_MIN) return { float: Number(source) };

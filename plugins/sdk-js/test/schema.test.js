@@ -81,6 +81,17 @@ test("a value of another type is refused with serde's message and the field's pa
   assert.equal(message(() => decode({ spec: { size: 1 } })), 'the Thing does not match its schema: missing field `metadata`');
 });
 
+test("a plain object's fraction in an integer field is serde's error, not a RangeError", () => {
+  // Not parsed from JSON text, so no source says how a number was written.
+  const plain = (spec) => message(() => Thing.decode(thing(spec)));
+  assert.equal(plain({ size: 2.5 }), 'the Thing does not match its schema: spec.size: invalid type: floating point `2.5`, expected i32');
+  assert.equal(plain({ size: Number.NaN }), 'the Thing does not match its schema: spec.size: invalid type: floating point `NaN`, expected i32');
+  assert.equal(plain({ size: Infinity }), 'the Thing does not match its schema: spec.size: invalid type: floating point `inf`, expected i32');
+  assert.equal(plain({ size: 1e20 }), 'the Thing does not match its schema: spec.size: invalid type: floating point `1e+20`, expected i32');
+  assert.equal(plain({ size: 3000000000 }), 'the Thing does not match its schema: spec.size: invalid value: integer `3000000000`, expected i32');
+  assert.deepEqual(Thing.decode(thing({ size: 3, ratio: 0.75 })).spec, { size: 3, name: 'x', ratio: 0.75 });
+});
+
 test('declared bounds are checked after decoding, in declaration order', () => {
   assert.equal(message(() => decode(thing({ size: 11 }))), 'spec.size: must be between 0 and 10, got 11');
   assert.equal(message(() => decode(thing({ size: 11, name: 'toolong' }))), 'spec.size: must be between 0 and 10, got 11');
