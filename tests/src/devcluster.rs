@@ -124,7 +124,10 @@ static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
 /// Starts (or attaches to) the shared cluster; panics with the reason if it cannot.
 pub fn cluster() -> &'static Cluster {
     // The error is kept as text so every test that asks reports the same reason.
-    match CLUSTER.get_or_init(|| start_or_attach().map_err(|e| e.to_string())) {
+    match CLUSTER.get_or_init(|| {
+        crate::image::prebuild_in_background(&repo_root());
+        start_or_attach().map_err(|e| e.to_string())
+    }) {
         Ok(cluster) => cluster,
         Err(reason) => panic!("the test cluster is unavailable: {reason}"),
     }

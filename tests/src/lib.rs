@@ -5,6 +5,7 @@ pub mod election;
 pub mod fault_proxy;
 pub mod host;
 pub mod hostile;
+pub mod image;
 pub mod kubectl_plugin;
 pub mod manifests;
 pub mod memcached;
