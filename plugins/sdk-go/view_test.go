@@ -193,24 +193,16 @@ func desiredDeployment(image string) *Desired {
 // generation 2, rolled out; edit changes it further. It comes as the host sends it, as JSON.
 func applied(t *testing.T, desired *Desired, edit func(object map[string]any)) *Observed {
 	t.Helper()
-	object := jsonCopy(desired.Children[0], "the child").(map[string]any)
-	spec := object["spec"].(map[string]any)
-	container := spec["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
-	container["imagePullPolicy"] = "IfNotPresent"
-	object["metadata"].(map[string]any)["generation"] = 2
-	object["status"] = map[string]any{"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}
-	if edit != nil {
-		edit(object)
-	}
-	text, err := CanonicalJSON(object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	observed, err := NewObserved([]string{text})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return observed
+	return observedAs(t, desired.Children[0], func(object map[string]any) {
+		spec := object["spec"].(map[string]any)
+		container := spec["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		container["imagePullPolicy"] = "IfNotPresent"
+		object["metadata"].(map[string]any)["generation"] = 2
+		object["status"] = map[string]any{"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}
+		if edit != nil {
+			edit(object)
+		}
+	})
 }
 
 func specHashOf(d *Desired) string {
