@@ -170,30 +170,40 @@ async fn publish_plugins(client: &Client) {
     }
 }
 
-/// The Lease's holder: the pod name part of the identity (`<pod>_<pid>`).
-async fn leader(client: &Client) -> Option<String> {
+/// The Lease's holder identity (`<pod>_<pid>`).
+async fn holder(client: &Client) -> Option<String> {
     let lease = Api::<Lease>::namespaced(client.clone(), NAMESPACE)
         .get_opt("operator-host")
         .await
         .ok()??;
-    let holder = lease.spec?.holder_identity?;
-    holder.split('_').next().map(str::to_string)
+    lease.spec?.holder_identity
 }
 
-/// Waits until the Lease is held by a pod other than `previous`; returns it and how long it
-/// took from `since`.
+/// The pod part of a holder identity.
+fn pod_of(holder: &str) -> String {
+    holder.split('_').next().unwrap_or(holder).to_string()
+}
+
+/// The pod of the Lease's holder.
+async fn leader(client: &Client) -> Option<String> {
+    Some(pod_of(&holder(client).await?))
+}
+
+/// Waits until the Lease is held by another process than the holder `previous` (a restarted
+/// container in the same pod is another process, and may win the expired Lease); returns the
+/// new holder's pod and how long it took from `since`.
 async fn new_leader(
     client: &Client,
     previous: &str,
     since: Instant,
     bound: Duration,
 ) -> (String, Duration) {
-    let holder = wait_for("another pod to hold the Lease", bound, || async {
-        Ok(leader(client).await.filter(|h| h != previous))
+    let holder = wait_for("another process to hold the Lease", bound, || async {
+        Ok(holder(client).await.filter(|h| h != previous))
     })
     .await
     .unwrap();
-    (holder, since.elapsed())
+    (pod_of(&holder), since.elapsed())
 }
 
 async fn two_ready_pods(client: &Client) {
@@ -307,9 +317,10 @@ async fn the_manifests_run_on_a_real_node_fail_over_and_shard() {
     webhooks_refuse_and_default(&memcacheds, "leader-elected").await;
 
     // SIGTERM: the Deployment's pod is deleted; the other takes over within 3 s.
+    let first_holder = holder(&client).await.expect("the Lease has a holder");
     let deleted = Instant::now();
     pods.delete(&first, &DeleteParams::default()).await.unwrap();
-    let (second, took) = new_leader(&client, &first, deleted, Duration::from_secs(10)).await;
+    let (second, took) = new_leader(&client, &first_holder, deleted, Duration::from_secs(10)).await;
     println!("in cluster: pod {first} deleted, {second} leads {took:?} later");
     assert!(
         took <= Duration::from_secs(3),
@@ -319,15 +330,23 @@ async fn the_manifests_run_on_a_real_node_fail_over_and_shard() {
     oracle.converges("sample", TIMEOUT).await.unwrap();
     two_ready_pods(&client).await;
 
-    // SIGKILL of the leader's process: the other pod takes over once the lease expires.
+    // SIGKILL of the leader's process: another process (the other pod's, or the killed
+    // container restarted by the kubelet) takes over once the lease expires.
     let pid = host_pid(&second).unwrap_or_else(|| panic!("the host process of pod {second}"));
+    let second_holder = holder(&client).await.expect("the Lease has a holder");
     let killed = Instant::now();
     let status = Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    let (third, took) = new_leader(&client, &second, killed, LEASE + Duration::from_secs(10)).await;
+    let (third, took) = new_leader(
+        &client,
+        &second_holder,
+        killed,
+        LEASE + Duration::from_secs(10),
+    )
+    .await;
     println!("in cluster: the host of pod {second} killed, {third} leads {took:?} later");
     assert!(
         took <= LEASE + Duration::from_secs(2),
@@ -335,7 +354,7 @@ async fn the_manifests_run_on_a_real_node_fail_over_and_shard() {
     );
     patch_spec(&memcacheds, "sample", json!({"size": 3})).await;
     oracle.converges("sample", TIMEOUT).await.unwrap();
-    // The killed container is restarted by the kubelet and stands by.
+    // The killed container is restarted by the kubelet: two pods ready again, one leading.
     two_ready_pods(&client).await;
     assert_eq!(leader(&client).await.as_deref(), Some(third.as_str()));
 
