@@ -91,8 +91,11 @@ fn package(dir: &Path) {
         let archive = target_dir()
             .join("package")
             .join(format!("{name}-{version}.crate"));
+        // `-m`: now as the files' times. cargo packages with one fixed time, and a build of the
+        // scaffold in the shared target dir fingerprints path crates by their files' times: with
+        // the packaged ones, a new SDK would look unchanged and its old build be linked.
         let unpacked = Command::new("tar")
-            .arg("-xzf")
+            .arg("-xzmf")
             .arg(&archive)
             .arg("-C")
             .arg(dir)
