@@ -232,15 +232,16 @@ pub fn pull_secret_role(options: &Options) -> Option<Role> {
 }
 
 /// The Role `run --webhook-addr` needs for its CA Secret (named `<name>-webhook-ca`, in the
-/// host's namespace): `get` on that Secret, `create` in the namespace (the first replica
-/// makes it), or `None` without webhooks.
+/// host's namespace): `get` and `update` on that Secret (a replica replaces the CA before it
+/// expires), `create` in the namespace (the first replica makes it), or `None` without
+/// webhooks.
 pub fn webhook_ca_role(options: &Options) -> Option<Role> {
     let ca = options.webhooks.as_ref()?;
-    let secrets = |names: Option<Vec<String>>, verb: &str| PolicyRule {
+    let secrets = |names: Option<Vec<String>>, verbs: &[&str]| PolicyRule {
         api_groups: Some(vec![String::new()]),
         resources: Some(vec!["secrets".into()]),
         resource_names: names,
-        verbs: vec![verb.into()],
+        verbs: verbs.iter().map(ToString::to_string).collect(),
         ..PolicyRule::default()
     };
     Some(Role {
@@ -251,8 +252,8 @@ pub fn webhook_ca_role(options: &Options) -> Option<Role> {
             ..ObjectMeta::default()
         },
         rules: Some(vec![
-            secrets(Some(vec![ca.secret.clone()]), "get"),
-            secrets(None, "create"),
+            secrets(Some(vec![ca.secret.clone()]), &["get", "update"]),
+            secrets(None, &["create"]),
         ]),
     })
 }
@@ -602,7 +603,7 @@ mod tests {
             [
                 PolicyRule {
                     resource_names: Some(vec!["operator-host-webhook-ca".into()]),
-                    ..rule("", &["secrets"], &["get"])
+                    ..rule("", &["secrets"], &["get", "update"])
                 },
                 rule("", &["secrets"], &["create"]),
             ]

@@ -195,6 +195,7 @@ fn main() {
             certificates: webhook::Certificates::OwnCa {
                 secret: (String::new(), String::new()),
                 validity: VALIDITY,
+                ca_validity: VALIDITY,
             },
             owner: webhook::Owner {
                 namespace: "bench".into(),

@@ -104,13 +104,17 @@ pub(super) struct RunArgs {
         long,
         value_name = "DIR",
         requires = "webhook_addr",
-        conflicts_with = "webhook_certificate_validity"
+        conflicts_with_all = ["webhook_certificate_validity", "webhook_ca_validity"]
     )]
     webhook_cert_dir: Option<PathBuf>,
     /// How long each serving certificate of the host's own CA is valid; it is renewed after
     /// two thirds of it (e.g. 7d, 12h).
     #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = humantime::parse_duration)]
     webhook_certificate_validity: Duration,
+    /// How long the host's own CA is valid (kept in the Secret `<lease>-webhook-ca`); with a
+    /// third of it left, a new CA replaces it without interrupting the webhooks.
+    #[arg(long, value_name = "DURATION", default_value = "10y", value_parser = humantime::parse_duration)]
+    webhook_ca_validity: Duration,
 }
 
 /// `--webhook-service`, before the namespace it leaves out is known.
@@ -193,6 +197,7 @@ pub(super) fn run(
         webhook_failure_policy,
         webhook_cert_dir,
         webhook_certificate_validity,
+        webhook_ca_validity,
     } = args;
     let webhooks = webhook_addr.map(|addr| webhook::WebhookConfig {
         addr,
@@ -208,6 +213,7 @@ pub(super) fn run(
                     webhook::ca_secret_name(&leader_election.leader_elect_lease),
                 ),
                 validity: webhook_certificate_validity,
+                ca_validity: webhook_ca_validity,
             },
         },
         owner: webhook::Owner {

@@ -141,12 +141,14 @@ pub struct WebhookConfig {
 /// Where a replica's serving certificate, and the CA the API server trusts, come from.
 #[derive(Debug, Clone)]
 pub enum Certificates {
-    /// The host's own CA in a Secret every replica shares (made by the first), and a serving
-    /// certificate per replica, valid for `validity` and renewed after two thirds of it.
+    /// The host's own CA in a Secret every replica shares (made by the first, valid for
+    /// `ca_validity` and replaced with a third of it left), and a serving certificate per
+    /// replica, valid for `validity` and renewed after two thirds of it.
     OwnCa {
         /// The Secret's namespace and name.
         secret: (String, String),
         validity: Duration,
+        ca_validity: Duration,
     },
     /// A directory with `tls.crt`, `tls.key` and `ca.crt` (a mounted Secret that cert-manager
     /// keeps renewed), reloaded when its files change.
@@ -205,8 +207,8 @@ struct ServerState {
 /// The webhooks of this replica, listening once [`start`] returns.
 #[derive(Debug, Clone)]
 pub struct Webhooks {
-    /// The CA (PEM) the API server checks this replica's certificate with; it changes when a
-    /// certificate directory gets a new CA.
+    /// The CA (PEM) the API server checks this replica's certificate with; it changes when the
+    /// host's CA is replaced or a certificate directory gets a new CA.
     ca_bundle: watch::Receiver<String>,
     /// Where it listens (the port chosen when the configured one is 0).
     pub local_addr: SocketAddr,
@@ -235,9 +237,21 @@ pub async fn start(
         Certificates::OwnCa {
             secret: (namespace, name),
             validity,
+            ca_validity,
         } => {
-            let ca = tls::load_or_create_ca(client, namespace, name).await?;
-            start_with_ca(ca, *validity, config, plugins, metrics, stop).await
+            let (signing, ca_bundle) =
+                tls::keep_own_ca(client, namespace, name, *ca_validity).await?;
+            let listening = listen(config).await?;
+            let names = listening.endpoint.certificate_names()?;
+            let serving = tls::ServingCert::start(signing, names, *validity)?;
+            serve(
+                listening,
+                (serving, ca_bundle),
+                config,
+                plugins,
+                metrics,
+                stop,
+            )
         }
         Certificates::Dir(dir) => {
             let listening = listen(config).await?;
@@ -261,7 +275,7 @@ pub async fn start_with_ca(
     let listening = listen(config).await?;
     let ca_bundle = watch::channel(ca.cert_pem.clone()).1;
     let names = listening.endpoint.certificate_names()?;
-    let serving = tls::ServingCert::start(ca, names, validity)?;
+    let serving = tls::ServingCert::start(watch::channel(ca).1, names, validity)?;
     serve(
         listening,
         (serving, ca_bundle),
@@ -350,7 +364,7 @@ pub fn serve_https(
 ) -> Result<(), Error> {
     serve_tls(
         listener,
-        tls::ServingCert::start(ca, names, validity)?,
+        tls::ServingCert::start(watch::channel(ca).1, names, validity)?,
         app,
         stop,
     )
@@ -566,7 +580,8 @@ pub async fn keep_registered(
         };
         tokio::select! {
             () = plugins.changed.notified() => {}
-            // A new CA (a renewed certificate directory) is registered at once.
+            // A new CA (the host's successor CA, a renewed certificate directory) is
+            // registered at once.
             Ok(()) = ca_bundle.changed() => {}
             () = tokio::time::sleep(wait) => {}
             () = &mut stop => return,

@@ -66,11 +66,64 @@ impl Owner {
             self.lease, self.namespace
         )
     }
+
+    /// The label selector of the configurations hosts made before they named the Lease's
+    /// namespace (`<lease>.<plugin>`): this deployment's, or another's with the same Lease name
+    /// in another namespace, told apart by where they call.
+    fn legacy_selector(&self) -> String {
+        format!("{OWNER_LABEL}={},!{OWNER_NAMESPACE_LABEL}", self.lease)
+    }
 }
 
 impl std::fmt::Display for Owner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.namespace, self.lease)
+    }
+}
+
+/// A webhook configuration's calls, to tell whose webhooks it calls.
+trait ClientConfigs {
+    fn client_configs(&self) -> Vec<&WebhookClientConfig>;
+}
+
+impl ClientConfigs for ValidatingWebhookConfiguration {
+    fn client_configs(&self) -> Vec<&WebhookClientConfig> {
+        self.webhooks
+            .iter()
+            .flatten()
+            .map(|w| &w.client_config)
+            .collect()
+    }
+}
+
+impl ClientConfigs for MutatingWebhookConfiguration {
+    fn client_configs(&self) -> Vec<&WebhookClientConfig> {
+        self.webhooks
+            .iter()
+            .flatten()
+            .map(|w| &w.client_config)
+            .collect()
+    }
+}
+
+/// Whether `config` calls the webhooks at `endpoint`: the same Service, or a URL with the same
+/// host (a local host listens on a new port each start).
+fn calls(config: &WebhookClientConfig, endpoint: &Endpoint) -> bool {
+    let host = |url: &str| {
+        url.parse::<http::Uri>()
+            .ok()
+            .and_then(|uri| uri.host().map(str::to_string))
+    };
+    match (endpoint, &config.service, &config.url) {
+        (
+            Endpoint::Service {
+                namespace, name, ..
+            },
+            Some(service),
+            _,
+        ) => service.namespace == *namespace && service.name == *name,
+        (Endpoint::Url(base), None, Some(url)) => host(url).is_some() && host(url) == host(base),
+        _ => false,
     }
 }
 
@@ -309,9 +362,8 @@ pub async fn sync(
             })?;
         }
     }
-    let owner = registration.owner;
-    delete_stale(&validating, owner, &wanted_validating).await?;
-    delete_stale(&mutating, owner, &wanted_mutating).await?;
+    delete_stale(&validating, registration, &wanted_validating).await?;
+    delete_stale(&mutating, registration, &wanted_mutating).await?;
     Ok(())
 }
 
@@ -338,24 +390,43 @@ where
     Ok(name)
 }
 
-/// Deletes the configurations of `owner` not in `wanted` (of plugins no longer served, or no
-/// longer validating or defaulting).
-async fn delete_stale<K>(api: &Api<K>, owner: &Owner, wanted: &HashSet<String>) -> Result<(), Error>
+/// Deletes the configurations of `registration.owner` not in `wanted` (of plugins no longer
+/// served, or no longer validating or defaulting), and those an older host of this deployment
+/// made under the names before (which would otherwise call the webhooks twice, and forever).
+async fn delete_stale<K>(
+    api: &Api<K>,
+    registration: &Registration<'_>,
+    wanted: &HashSet<String>,
+) -> Result<(), Error>
 where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<DynamicType = ()>
+        + ClientConfigs
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
-    let mine = ListParams::default().labels(&owner.selector());
-    let listed = api
-        .list_metadata(&mine)
-        .await
-        .map_err(|source| Error::Register {
-            what: format!("the {}s of {owner}", K::kind(&())),
-            source,
-        })?;
-    for stale in listed.items.iter().map(ResourceExt::name_any) {
-        if wanted.contains(&stale) {
-            continue;
-        }
+    let owner = registration.owner;
+    let list = |selector: String| async move {
+        api.list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|source| Error::Register {
+                what: format!("the {}s of {owner}", K::kind(&())),
+                source,
+            })
+    };
+    let mine = list(owner.selector()).await?;
+    let legacy = list(owner.legacy_selector()).await?;
+    let stale = mine
+        .items
+        .iter()
+        .filter(|configuration| !wanted.contains(&configuration.name_any()))
+        .chain(legacy.items.iter().filter(|configuration| {
+            configuration
+                .client_configs()
+                .iter()
+                .any(|config| calls(config, registration.endpoint))
+        }));
+    for stale in stale.map(ResourceExt::name_any) {
         match api.delete(&stale, &DeleteParams::default()).await {
             Ok(_) => {
                 tracing::info!(configuration = %stale, "removed the webhooks of a plugin no longer served");
@@ -472,5 +543,57 @@ mod tests {
             Some("/default/memcached")
         );
         assert!(webhook.namespace_selector.is_none());
+    }
+
+    #[test]
+    fn a_configuration_of_an_older_host_is_told_by_where_it_calls() {
+        let url = |url: &str| WebhookClientConfig {
+            url: Some(url.into()),
+            ..Default::default()
+        };
+        let service = |namespace: &str, name: &str| WebhookClientConfig {
+            service: Some(ServiceReference {
+                namespace: namespace.into(),
+                name: name.into(),
+                path: Some("/validate/memcached".into()),
+                port: Some(443),
+            }),
+            ..Default::default()
+        };
+        let local = Endpoint::Url("https://127.0.0.1:40123".into());
+        assert!(calls(
+            &url("https://127.0.0.1:39001/validate/memcached"),
+            &local
+        ));
+        assert!(!calls(
+            &url("https://10.0.0.9:40123/validate/memcached"),
+            &local
+        ));
+        assert!(!calls(&service("system", "operator-host-webhooks"), &local));
+        let in_cluster = Endpoint::Service {
+            namespace: "system".into(),
+            name: "operator-host-webhooks".into(),
+            port: 443,
+        };
+        assert!(calls(
+            &service("system", "operator-host-webhooks"),
+            &in_cluster
+        ));
+        assert!(!calls(
+            &service("team-b", "operator-host-webhooks"),
+            &in_cluster
+        ));
+        assert!(!calls(
+            &url("https://127.0.0.1:39001/validate/memcached"),
+            &in_cluster
+        ));
+        let owner = Owner {
+            namespace: "system".into(),
+            lease: "operator-host".into(),
+        };
+        assert_eq!(
+            owner.legacy_selector(),
+            "operator-host.dev/webhooks-of=operator-host,!operator-host.dev/webhooks-of-namespace"
+        );
     }
 }

@@ -204,6 +204,48 @@ async fn kubectl_apply_shows_the_plugins_field_errors_warnings_and_defaults() {
     let dir = plugins(&[("plugins", "memcached")]);
     // Under exactly the RBAC `operator-host rbac --install-crds --webhooks` prints.
     let (account, role) = printed_rbac_account(&ns, dir.path(), &lease).await;
+    // What a host before the configurations named the Lease's namespace left: its own, which
+    // the new host replaces, and another deployment's of the same Lease name, left alone.
+    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(ns.client());
+    let legacy = |name: &str, client_config: serde_json::Value| -> ValidatingWebhookConfiguration {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"operator-host.dev/webhooks-of": lease}},
+            "webhooks": [{
+                "name": "validate.memcached.operator-host.dev",
+                "clientConfig": client_config,
+                "rules": [{"apiGroups": ["cache.example.com"], "apiVersions": ["v1alpha1"],
+                           "resources": ["memcacheds"], "operations": ["CREATE"]}],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.name()}},
+                "failurePolicy": "Ignore", "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+            }],
+        }))
+        .unwrap()
+    };
+    let ours = format!("{lease}.memcached");
+    let theirs = format!("{lease}.memcached.of-another-namespace");
+    configurations
+        .create(
+            &Default::default(),
+            &legacy(
+                &ours,
+                serde_json::json!(
+            {"url": "https://127.0.0.1:1/validate/memcached"}),
+            ),
+        )
+        .await
+        .unwrap();
+    configurations
+        .create(
+            &Default::default(),
+            &legacy(
+                &theirs,
+                serde_json::json!(
+            {"service": {"namespace": "elsewhere", "name": "operator-host-webhooks"}}),
+            ),
+        )
+        .await
+        .unwrap();
     let host = start_host_as(&ns, dir.path(), &lease, &[], &account.kubeconfig);
 
     // A spec the CRD schema cannot refuse: the plugin's own check, shown by kubectl as it
@@ -222,6 +264,19 @@ async fn kubectl_apply_shows_the_plugins_field_errors_warnings_and_defaults() {
     let memcacheds: Api<DynamicObject> =
         Api::namespaced_with(ns.client(), ns.name(), &memcached_resource());
     assert!(memcacheds.get_opt("bad").await.unwrap().is_none());
+    // Deleted in the registration that applied the new one: at once.
+    wait_for(
+        "the older host's configuration deleted",
+        TIMEOUT,
+        || async { Ok(configurations.get_opt(&ours).await?.is_none().then_some(())) },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}; host log:\n{}", host.log_tail(40)));
+    assert!(configurations.get_opt(&theirs).await.unwrap().is_some());
+    configurations
+        .delete(&theirs, &Default::default())
+        .await
+        .unwrap();
 
     // Defaulted (an untagged image is pinned), with the plugin's warning, and reconciled.
     let good = memcached_yaml(ns.name(), "good", "{size: 0, image: memcached}");
@@ -366,6 +421,98 @@ async fn the_webhooks_serve_through_a_hot_swap_and_certificate_renewals() {
     println!("admission: {refusals} refusals through a hot swap and certificate renewals");
     host.kill().await;
     remove_configurations(&ns.client(), ns.name(), &lease).await;
+    ns.cleanup().await.unwrap();
+}
+
+/// The host's own CA is replaced before it expires: the new CA is registered beside the old
+/// one, the serving certificate moves to it, the old one leaves the bundle when it expires, and
+/// not one request in between fails its TLS handshake (a CA that lives 24 seconds here; ten
+/// years by default).
+#[tokio::test]
+async fn the_hosts_ca_is_replaced_before_it_expires_without_a_failed_call() {
+    let ns = TestNamespace::new("admission-ca").await.unwrap();
+    let lease = format!("admission-{}", ns.name());
+    let dir = plugins(&[("plugins", "memcached")]);
+    // Under the RBAC `operator-host rbac --webhooks` prints: the CA Secret is replaced, too.
+    let (account, role) = printed_rbac_account(&ns, dir.path(), &lease).await;
+    let host = start_host_as(
+        &ns,
+        dir.path(),
+        &lease,
+        &[
+            "--webhook-ca-validity",
+            "24s",
+            "--webhook-certificate-validity",
+            "6s",
+        ],
+        &account.kubeconfig,
+    );
+    let bad = memcached_yaml(ns.name(), "bad", "{size: 1, image: 'not an image'}");
+    refused_once_registered(&host, &bad).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(ns.client(), ns.name());
+    let ca_of = |secret: k8s_openapi::api::core::v1::Secret| {
+        String::from_utf8(secret.data.unwrap()["tls.crt"].0.clone()).unwrap()
+    };
+    let first_ca = ca_of(secrets.get(&format!("{lease}-webhook-ca")).await.unwrap());
+    let configuration = format!("{lease}.{}.memcached", ns.name());
+    assert_eq!(
+        registered_ca_bundle(&configuration).await.as_deref(),
+        Some(first_ca.as_str())
+    );
+
+    // Every request is answered by the plugin until the bundle holds the new CA alone.
+    let (mut both_registered, mut refusals) = (false, 0);
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let second_ca = loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the old CA never left the bundle; host log:\n{}",
+            host.log_tail(40)
+        );
+        let output = kubectl_stdin(&["apply", "--dry-run=server"], &bad);
+        assert!(
+            !output.status.success() && stderr(&output).contains("spec.image: Invalid value"),
+            "a call failed during the CA's replacement: {}\nhost log:\n{}",
+            stderr(&output),
+            host.log_tail(40)
+        );
+        refusals += 1;
+        let bundle = registered_ca_bundle(&configuration)
+            .await
+            .unwrap_or_default();
+        both_registered |=
+            bundle.contains(first_ca.as_str()) && bundle.matches("BEGIN").count() == 2;
+        if !bundle.contains(first_ca.as_str()) {
+            break bundle;
+        }
+    };
+    assert!(
+        both_registered,
+        "the new CA was never registered beside the old one"
+    );
+    assert_eq!(
+        ca_of(secrets.get(&format!("{lease}-webhook-ca")).await.unwrap()),
+        second_ca
+    );
+    let served_by = registered_url(&configuration).await;
+    let served_by = served_by
+        .trim_start_matches("https://")
+        .split('/')
+        .next()
+        .unwrap();
+    handshake_trusting(served_by, &second_ca)
+        .await
+        .expect("the serving certificate is of the new CA");
+    let log = host.log();
+    assert!(log.contains("made the webhooks' new CA"), "{log}");
+    assert!(
+        log.contains("signing the webhooks' certificates with the new CA"),
+        "{log}"
+    );
+    println!("admission: {refusals} refusals through a replacement of the host's CA");
+    host.kill().await;
+    remove_configurations(&ns.client(), ns.name(), &lease).await;
+    service_account::delete_cluster_role(&ns.client(), &role).await;
     ns.cleanup().await.unwrap();
 }
 
