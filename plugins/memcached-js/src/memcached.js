@@ -9,6 +9,7 @@ import {
   defineKind,
   invalidField,
   kinds,
+  nameAny,
   quote,
   reconciler,
   restrictedContainerSecurityContext,
@@ -178,11 +179,6 @@ function status(parent, observed, desired, selector) {
       .join(','),
     conditions: [available],
   };
-}
-
-/** kube's `name_any`: the name, else the generateName. */
-function nameAny(parent) {
-  return parent.metadata.name ?? parent.metadata.generateName ?? '';
 }
 
 /**
