@@ -1,4 +1,4 @@
-//! The children of one InnoDBCluster: ServiceAccount, ConfigMap, Services, StatefulSet, PDB, the create-cluster Job, router Deployment.
+//! The children of one InnoDBCluster: ServiceAccount, ConfigMap, Services, StatefulSet, PDB, the group Jobs, router Deployment.
 
 use std::collections::BTreeMap;
 
@@ -483,6 +483,11 @@ pub fn add_instances_name(name: &str, instances: i32) -> String {
     format!("{name}-add-instances-{instances}")
 }
 
+/// The Job that removes from the group the instances a cluster shrunk to `instances` drops.
+pub fn remove_instances_name(name: &str, instances: i32) -> String {
+    format!("{name}-remove-instances-{instances}")
+}
+
 /// On a group Job: how many instances it makes members of the group. The plugin reads it back
 /// from the observed create-cluster Job to tell whether a larger cluster needs an add Job.
 pub const GROUP_INSTANCES_ANNOTATION: &str = "mysql.operator-host.dev/instances";
@@ -518,39 +523,106 @@ var topology = cluster.status().defaultReplicaSet.topology;
       {password: os.getenv("MYSQL_PASSWORD"), recoveryMethod: "clone"});
   });'"#;
 
+/// What the remove Job runs: wait until the first instance answers, make it the primary if
+/// the primary is one of those that go, remove each that is still a member, the last first
+/// (`force` for one that no longer answers: its pod is gone or failing), then `rescan` so the
+/// cluster's metadata forgets what the group no longer has. A retried pod finds done what an
+/// earlier one did.
+const REMOVE_SCRIPT: &str = r#"until mysqlsh --uri "$MYSQL_USER@$FIRST:3306" --password="$MYSQL_PASSWORD" --sql -e 'SELECT 1' >/dev/null 2>&1; do
+  echo "waiting for $FIRST"
+  sleep 5
+done
+mysqlsh --uri "$MYSQL_USER@$FIRST:3306" --password="$MYSQL_PASSWORD" --js -e '
+var cluster = dba.getCluster(os.getenv("CLUSTER"));
+var replicaSet = cluster.status().defaultReplicaSet;
+(os.getenv("REMOVED") || "").split(",").filter(function (m) { return replicaSet.topology[m + ":3306"]; })
+  .forEach(function (m) {
+    if (replicaSet.primary === m + ":3306") { cluster.setPrimaryInstance(os.getenv("FIRST") + ":3306"); }
+    cluster.removeInstance(os.getenv("MYSQL_USER") + "@" + m + ":3306",
+      {password: os.getenv("MYSQL_PASSWORD"), force: replicaSet.topology[m + ":3306"].status !== "ONLINE"});
+  });
+cluster.rescan({removeInstances: "auto"});'"#;
+
 /// `<name>-create-cluster`: `dba.createCluster()` on instance 0 and `addInstance` of the
 /// others, with MySQL Shell from the server image and the credentials of the user's Secret.
 /// The plugin cannot reach MySQL; the Job can, and its `Complete` condition is what tells the
 /// plugin that the group exists.
 pub fn create_cluster_job(name: &str, spec: &InnoDBClusterSpec) -> Job {
-    group_job(name, spec, create_cluster_name(name), "create-cluster")
+    let job_name = create_cluster_name(name);
+    group_job(
+        name,
+        spec,
+        job_name,
+        "create-cluster",
+        GROUP_SCRIPT,
+        members(name, spec),
+    )
 }
 
 /// `<name>-add-instances-<instances>`: the same script for a cluster grown after its creation;
 /// it finds the group and adds the instances that are not in it.
 pub fn add_instances_job(name: &str, spec: &InnoDBClusterSpec) -> Job {
+    let job_name = add_instances_name(name, spec.instances);
     group_job(
         name,
         spec,
-        add_instances_name(name, spec.instances),
+        job_name,
         "add-instances",
+        GROUP_SCRIPT,
+        members(name, spec),
     )
 }
 
-fn group_job(name: &str, spec: &InnoDBClusterSpec, job_name: String, container: &str) -> Job {
-    let service = instances_service(name);
-    let members: Vec<String> = (1..spec.instances)
-        .map(|i| format!("{name}-{i}.{service}"))
+/// `<name>-remove-instances-<instances>`: the instances from `instances` up to `running` (the
+/// size the StatefulSet runs at) removed from the group, the last first, before the
+/// StatefulSet shrinks; see [`REMOVE_SCRIPT`].
+pub fn remove_instances_job(name: &str, spec: &InnoDBClusterSpec, running: i32) -> Job {
+    let removed = (spec.instances..running)
+        .rev()
+        .map(|i| member_host(name, i))
         .collect();
+    let job_name = remove_instances_name(name, spec.instances);
+    let listed = ("REMOVED", removed);
+    group_job(
+        name,
+        spec,
+        job_name,
+        "remove-instances",
+        REMOVE_SCRIPT,
+        listed,
+    )
+}
+
+/// The host name of instance `ordinal` in the group (its pod's name in the headless Service).
+fn member_host(name: &str, ordinal: i32) -> String {
+    format!("{name}-{ordinal}.{}", instances_service(name))
+}
+
+/// `MEMBERS`: the instances after the first, for the group script to add.
+fn members(name: &str, spec: &InnoDBClusterSpec) -> (&'static str, Vec<String>) {
+    let hosts = (1..spec.instances).map(|i| member_host(name, i)).collect();
+    ("MEMBERS", hosts)
+}
+
+/// A Job running `script` with MySQL Shell against the group, `listed` the variable naming
+/// the instances it works on.
+fn group_job(
+    name: &str,
+    spec: &InnoDBClusterSpec,
+    job_name: String,
+    container: &str,
+    script: &str,
+    (variable, hosts): (&str, Vec<String>),
+) -> Job {
     let mut vars = vec![
         env("CLUSTER", name),
-        env("FIRST", format!("{name}-0.{service}")),
+        env("FIRST", member_host(name, 0)),
         secret_env("MYSQL_USER", &spec.secret_name, "rootUser"),
         secret_env("MYSQL_PASSWORD", &spec.secret_name, "rootPassword"),
     ];
     // The API server stores an empty value as none: a one-instance cluster has no MEMBERS.
-    if !members.is_empty() {
-        vars.push(env("MEMBERS", members.join(",")));
+    if !hosts.is_empty() {
+        vars.push(env(variable, hosts.join(",")));
     }
     let mut metadata = child_meta(job_name, labels(name, Component::Cluster));
     metadata.annotations = Some(BTreeMap::from([(
@@ -577,7 +649,7 @@ fn group_job(name: &str, spec: &InnoDBClusterSpec, job_name: String, container: 
                         command: Some(vec![
                             "/bin/sh".to_string(),
                             "-ec".to_string(),
-                            GROUP_SCRIPT.to_string(),
+                            script.to_string(),
                         ]),
                         env: Some(vars),
                         security_context: Some(restricted_container_security_context()),

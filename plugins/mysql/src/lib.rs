@@ -4,8 +4,9 @@
 //! it declares the Kubernetes objects of a cluster and reports their state. It does not talk
 //! to MySQL (plugins have no network): the Job `<name>-create-cluster` does
 //! (`dba.createCluster()`), behind a readiness barrier that holds the router until the group
-//! exists; a cluster grown later gets `<name>-add-instances-<k>`. `ONLINE` means every server
-//! pod is ready and the current one of those Jobs completed. The root
+//! exists; a cluster grown later gets `<name>-add-instances-<k>`, and one shrunk gets
+//! `<name>-remove-instances-<k>` (`removeInstance` and `rescan`) before its StatefulSet shrinks.
+//! `ONLINE` means every server pod is ready and the current one of those Jobs completed. The root
 //! Secret is a related resource seen as hashes: a missing Secret or key is a condition, not a
 //! pod that cannot start.
 
@@ -82,17 +83,43 @@ impl Reconciler for MySqlOperator {
             &spec.secret_name,
         );
         let stateful_set = observed.view::<StatefulSet, WorkloadView>(&name)?;
+        // The size the servers run at now.
+        let running = stateful_set.as_ref().and_then(|s| s.spec.replicas);
+        let completed = |job: &Option<Job>| {
+            job.as_ref()
+                .is_some_and(|j| job_condition_holds(j, "Complete"))
+        };
+        // A cluster shrunk below the size it runs at removes the instances it drops from the
+        // group first (a Job behind a barrier before the StatefulSet): a pod that went away
+        // while a member would stay in the group's view, counted against its quorum. The Job
+        // stays desired until it completes, so no later reconcile prunes it half-way.
+        let remove_name = children::remove_instances_name(&name, spec.instances);
+        let remove_job = observed.get::<Job>(&remove_name)?;
+        let removing = running.is_some_and(|running| spec.instances < running)
+            || remove_job.is_some() && !completed(&remove_job);
         let create_cluster = observed.get::<Job>(&children::create_cluster_name(&name))?;
-        // A cluster grown past what its completed create-cluster Job made members needs a Job
-        // that adds the rest (one per size: a later growth runs anew).
-        let grown = create_cluster
-            .as_ref()
-            .filter(|job| job_condition_holds(job, "Complete"))
-            .and_then(children::group_instances_of)
-            .is_some_and(|created_with| spec.instances > created_with);
-        let group_job = if grown {
-            let job_name = children::add_instances_name(&name, spec.instances);
-            GroupJob::AddInstances(job_name.clone(), observed.get::<Job>(&job_name)?)
+        // A cluster grown past what its completed create-cluster Job made members, or past the
+        // size it runs at (after a shrink), needs a Job that adds the rest (one per size: a
+        // later growth runs anew); desired until it completes, as the remove Job.
+        let add_name = children::add_instances_name(&name, spec.instances);
+        let add_job = observed.get::<Job>(&add_name)?;
+        let grown = !removing
+            && (completed(&create_cluster)
+                .then(|| {
+                    create_cluster
+                        .as_ref()
+                        .and_then(children::group_instances_of)
+                })
+                .flatten()
+                .is_some_and(|created_with| {
+                    spec.instances > created_with
+                        || running.is_some_and(|running| spec.instances > running)
+                })
+                || add_job.is_some() && !completed(&add_job));
+        let group_job = if removing {
+            GroupJob::RemoveInstances(remove_name, remove_job)
+        } else if grown {
+            GroupJob::AddInstances(add_name, add_job)
         } else {
             GroupJob::CreateCluster(create_cluster)
         };
@@ -104,6 +131,15 @@ impl Reconciler for MySqlOperator {
         desired.child(&children::router_service(&name, spec))?;
         // A new cluster waits for its Secret: its pods could not start without it.
         if root.is_usable() || stateful_set.is_some() {
+            // Everything after it waits for the group to have let the instances go.
+            if let (true, Some(running)) = (removing, running) {
+                desired.child_with(
+                    &children::remove_instances_job(&name, spec, running),
+                    ChildOptions::new()
+                        .create_only()
+                        .ready_when_condition("Complete"),
+                )?;
+            }
             desired.child(&children::stateful_set(&name, spec, &hash))?;
             desired.child(&children::pdb(&name))?;
             // The group first: the router bootstraps from its metadata, so it is applied only
@@ -119,8 +155,9 @@ impl Reconciler for MySqlOperator {
             if spec.router.instances > 0 {
                 desired.child(&children::router_deployment(&name, spec))?;
             }
-            // After the barrier (the group exists); create-only too. Once the cluster is
-            // smaller again it is pruned, and a new growth to that size runs it anew.
+            // After the barrier (the group exists); create-only too. Once it has completed and
+            // the cluster is no larger than it was made, it is pruned, and a new growth to
+            // that size runs it anew.
             if grown {
                 desired.child_with(
                     &children::add_instances_job(&name, spec),

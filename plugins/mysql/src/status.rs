@@ -153,12 +153,16 @@ pub enum GroupJob {
     CreateCluster(Option<Job>),
     /// `<name>-add-instances-<n>` (its name) for a cluster grown after its creation.
     AddInstances(String, Option<Job>),
+    /// `<name>-remove-instances-<n>` (its name) for a cluster shrunk: before its StatefulSet.
+    RemoveInstances(String, Option<Job>),
 }
 
 impl GroupJob {
     fn observed(&self) -> Option<&Job> {
         match self {
-            GroupJob::CreateCluster(job) | GroupJob::AddInstances(_, job) => job.as_ref(),
+            GroupJob::CreateCluster(job)
+            | GroupJob::AddInstances(_, job)
+            | GroupJob::RemoveInstances(_, job) => job.as_ref(),
         }
     }
 
@@ -213,10 +217,29 @@ pub fn status(
             "Online",
             format!("{ready} of {instances} instances are online"),
         ),
-        ONLINE_PARTIAL if !scaled => (
-            "Scaling",
-            format!("the StatefulSet is being scaled to {instances} instances ({ready} online)"),
-        ),
+        ONLINE_PARTIAL if !scaled => match group_job {
+            GroupJob::RemoveInstances(job, _) if group_job.holds("Failed") => (
+                "RemoveInstancesFailed",
+                format!(
+                    "the Job {job} that removes the instances beyond {instances} from the group \
+                     failed, so the StatefulSet keeps them; read its logs, then delete it to \
+                     try again"
+                ),
+            ),
+            GroupJob::RemoveInstances(..) => (
+                "RemovingInstances",
+                format!(
+                    "{ready} instances are online; the StatefulSet shrinks to {instances} once \
+                     the Job that removes the others from the group (removeInstance) completes"
+                ),
+            ),
+            _ => (
+                "Scaling",
+                format!(
+                    "the StatefulSet is being scaled to {instances} instances ({ready} online)"
+                ),
+            ),
+        },
         ONLINE_PARTIAL if ready >= instances && caught_up => match group_job {
             GroupJob::AddInstances(job, _) if group_job.holds("Failed") => (
                 "AddInstancesFailed",

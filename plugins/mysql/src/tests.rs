@@ -1096,10 +1096,10 @@ fn status_is_not_online_while_the_statefulset_lags_the_spec() {
         vec![observed_sts(3, 3, 3, false)],
     );
     assert_eq!(stale["cluster"]["status"], ONLINE_PARTIAL);
-    // Scaled down 3 -> 1 but the observed StatefulSet still has 3 replicas.
+    // Scaled up 1 -> 3 but the observed StatefulSet still has 1 replica.
     let scaling = status_of(
-        &with(json!({"instances": 1})),
-        vec![observed_sts(3, 3, 3, true)],
+        &with(json!({"instances": 3})),
+        vec![observed_sts(1, 1, 1, true)],
     );
     assert_eq!(scaling["cluster"]["status"], ONLINE_PARTIAL);
     assert_eq!(condition(&scaling, "Ready")["reason"], "Scaling");
@@ -1420,6 +1420,135 @@ fn a_cluster_at_or_below_its_created_size_needs_no_add_job() {
         );
         assert_eq!(desired.status["cluster"]["status"], ONLINE);
     }
+}
+
+/// A cluster of `running` instances (every one ready, created with `created_with`) as
+/// observed, with `jobs` too.
+fn resized_observed(running: i32, created_with: i32, jobs: Vec<Value>) -> Vec<Value> {
+    let mut observed = vec![
+        observed_sts(running, running, running, true),
+        create_cluster_job(&with(json!({"instances": created_with})), Some("Complete")),
+    ];
+    observed.extend(jobs);
+    observed
+}
+
+#[test]
+fn a_shrunk_cluster_removes_the_instances_from_the_group_before_the_statefulset_shrinks() {
+    let cr = with(json!({"instances": 2}));
+    let desired =
+        MySqlOperator::reconcile(&cr, &observed_with(resized_observed(5, 5, vec![]))).unwrap();
+    let job = desired
+        .get::<Job>("ic-remove-instances-2")
+        .unwrap()
+        .unwrap();
+    let options = desired.options_of::<Job>("ic-remove-instances-2").unwrap();
+    assert_eq!(options.update, UpdateStrategy::CreateOnly, "run once");
+    assert_eq!(
+        options.ready_when,
+        Some(Readiness::Condition("Complete".into()))
+    );
+    // The last first; the first instance (the one the Job connects through) stays.
+    let env = job_env(&desired, "ic-remove-instances-2");
+    assert_eq!(
+        env["REMOVED"].value.as_deref(),
+        Some("ic-4.ic-instances,ic-3.ic-instances,ic-2.ic-instances")
+    );
+    assert!(!env.contains_key("MEMBERS"));
+    let script = &job.spec.unwrap().template.spec.unwrap().containers[0]
+        .command
+        .clone()
+        .unwrap()[2];
+    for call in ["removeInstance(", "rescan(", "setPrimaryInstance("] {
+        assert!(script.contains(call), "{call}");
+    }
+    // The StatefulSet (and everything else after it) waits behind the Job.
+    assert!(
+        position(&desired, "Job", "ic-remove-instances-2")
+            < position(&desired, "StatefulSet", "ic")
+    );
+    assert_eq!(desired.status["cluster"]["status"], ONLINE_PARTIAL);
+    assert_eq!(
+        condition(&desired.status, "Ready")["reason"],
+        "RemovingInstances"
+    );
+
+    let failed = group_job(&cr, "ic-remove-instances-2", Some("Failed"));
+    let status = status_of(&cr, resized_observed(5, 5, vec![failed]));
+    let ready = condition(&status, "Ready");
+    assert_eq!(ready["reason"], "RemoveInstancesFailed");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap()
+            .contains("ic-remove-instances-2")
+    );
+
+    // Complete: still desired while the StatefulSet shrinks (the barrier passes), then pruned.
+    let complete = group_job(&cr, "ic-remove-instances-2", Some("Complete"));
+    let desired = MySqlOperator::reconcile(
+        &cr,
+        &observed_with(resized_observed(5, 5, vec![complete.clone()])),
+    )
+    .unwrap();
+    assert!(
+        desired
+            .get::<Job>("ic-remove-instances-2")
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(sts(&desired, "ic").replicas, Some(2));
+    let desired =
+        MySqlOperator::reconcile(&cr, &observed_with(resized_observed(2, 5, vec![complete])))
+            .unwrap();
+    assert!(
+        desired
+            .get::<Job>("ic-remove-instances-2")
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(desired.status["cluster"]["status"], ONLINE);
+}
+
+#[test]
+fn a_remove_job_still_running_is_never_pruned() {
+    // The StatefulSet was scaled by hand meanwhile: the Job is what matters.
+    let cr = with(json!({"instances": 2}));
+    let running = group_job(&cr, "ic-remove-instances-2", None);
+    let desired =
+        MySqlOperator::reconcile(&cr, &observed_with(resized_observed(2, 5, vec![running])))
+            .unwrap();
+    assert!(
+        desired
+            .get::<Job>("ic-remove-instances-2")
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[test]
+fn a_cluster_grown_again_after_a_shrink_adds_the_instances_the_shrink_removed() {
+    // Made with 5, shrunk to 2 (the group has 2 members), now 3: instance 2 must join again.
+    let cr = with(json!({"instances": 3}));
+    let desired =
+        MySqlOperator::reconcile(&cr, &observed_with(resized_observed(2, 5, vec![]))).unwrap();
+    assert!(desired.get::<Job>("ic-add-instances-3").unwrap().is_some());
+    assert_eq!(sts(&desired, "ic").replicas, Some(3));
+    // Once the StatefulSet runs 3, the Job stays desired until it completes, then goes.
+    let running = group_job(&cr, "ic-add-instances-3", None);
+    let observed = resized_observed(3, 5, vec![running]);
+    let desired = MySqlOperator::reconcile(&cr, &observed_with(observed)).unwrap();
+    assert!(desired.get::<Job>("ic-add-instances-3").unwrap().is_some());
+    assert_eq!(
+        condition(&desired.status, "Ready")["reason"],
+        "AddingInstances"
+    );
+    let complete = group_job(&cr, "ic-add-instances-3", Some("Complete"));
+    let desired =
+        MySqlOperator::reconcile(&cr, &observed_with(resized_observed(3, 5, vec![complete])))
+            .unwrap();
+    assert!(desired.get::<Job>("ic-add-instances-3").unwrap().is_none());
+    assert_eq!(desired.status["cluster"]["status"], ONLINE);
 }
 
 #[test]

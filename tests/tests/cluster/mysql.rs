@@ -208,7 +208,7 @@ async fn a_new_cluster_is_pending_then_online_with_its_volume_bound() {
 }
 
 #[tokio::test]
-async fn scaling_1_to_3_to_1_is_followed_by_the_statefulset_and_the_status() {
+async fn scaling_1_to_3_to_1_is_followed_by_the_statefulset_the_group_and_the_status() {
     let (ns, host, api) = mysql_host("mysql-scale").await;
     create(&api, json!({"secretName": "mysql-root", "instances": 1})).await;
     wait_state(&api, "ONLINE", 1).await;
@@ -235,9 +235,56 @@ async fn scaling_1_to_3_to_1_is_followed_by_the_statefulset_and_the_status() {
         "ONLINE before the add Job completed"
     );
 
+    // Shrinking: the instances leave the group (a Job kwok completes) before the
+    // StatefulSet lets their pods go. Watched, as both happen within a second.
+    let jobs = Recorder::start(&ns.api::<Job>(), WatchParams::default()).await;
+    let sets = Recorder::start(&ns.api::<StatefulSet>(), WatchParams::default()).await;
     patch_spec(&api, NAME, json!({"instances": 1})).await;
     wait_state(&api, "ONLINE", 1).await;
     assert_eq!(stateful_set(&ns).await.spec.unwrap().replicas, Some(1));
+    let remove = "mycluster-remove-instances-1";
+    let removed_at = jobs
+        .seen()
+        .into_iter()
+        .find(|seen| {
+            seen.object.name_any() == remove && job_condition_holds(&seen.object, "Complete")
+        })
+        .unwrap_or_else(|| panic!("no completed {remove} was seen"));
+    let container = &removed_at
+        .object
+        .spec
+        .clone()
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .containers[0];
+    let removed = container
+        .env
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|var| var.name == "REMOVED");
+    assert_eq!(
+        removed.and_then(|var| var.value.as_deref()),
+        Some("mycluster-2.mycluster-instances,mycluster-1.mycluster-instances")
+    );
+    let shrunk_at = sets
+        .seen()
+        .into_iter()
+        .find(|seen| seen.object.spec.as_ref().and_then(|s| s.replicas) == Some(1))
+        .expect("the StatefulSet shrunk");
+    assert!(
+        shrunk_at.revision > removed_at.revision,
+        "the StatefulSet shrank (revision {}) before {remove} completed (revision {})",
+        shrunk_at.revision,
+        removed_at.revision
+    );
+    wait_for("the remove Job to be pruned", TIMEOUT, || async {
+        Ok(ns.absent::<Job>(remove).await?.then_some(()))
+    })
+    .await
+    .unwrap();
     // Pruned at the smaller size: a later growth runs it anew.
     wait_for("the add Job to be pruned", TIMEOUT, || async {
         Ok(ns
