@@ -303,7 +303,8 @@ func TestConvertBetweenTheVersionsTheCRDServes(t *testing.T) {
 		}
 		versions = append(versions, fmt.Sprintf("%s storage=%v fields=%v", entry["name"], entry["storage"], slices.Sorted(slices.Values(fields))))
 	}
-	want := []string{"v1 storage=false fields=[image size]", "v2 storage=true fields=[image replicas]"}
+	// kube's merge_crds order, as the Rust SDK's: the storage version first.
+	want := []string{"v2 storage=true fields=[image replicas]", "v1 storage=false fields=[image size]"}
 	if !reflect.DeepEqual(versions, want) {
 		t.Errorf("versions = %q, want %q", versions, want)
 	}

@@ -343,7 +343,7 @@ func (k ParentKind) crdVersion(name string, specType, statusType reflect.Type, p
 }
 
 // CRD is the CustomResourceDefinition (apiextensions.k8s.io/v1) of the parent kind, as the
-// Rust SDK's kube derive writes it: Parent.Version, then OtherVersions.
+// Rust SDK's kube derive and merge_crds write it: the storage version first, then the others.
 func (p *Plugin[Spec, Status]) CRD() (map[string]any, error) {
 	k := p.Parent
 	storageVersion := p.StorageVersion
@@ -354,7 +354,7 @@ func (p *Plugin[Spec, Status]) CRD() (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	versions := []any{own}
+	served := []any{own}
 	storageFound := storageVersion == k.Version
 	for _, other := range p.OtherVersions {
 		if other.spec == nil || other.status == nil {
@@ -365,10 +365,24 @@ func (p *Plugin[Spec, Status]) CRD() (map[string]any, error) {
 			return nil, err
 		}
 		storageFound = storageFound || storageVersion == other.Name
-		versions = append(versions, version)
+		served = append(served, version)
 	}
 	if !storageFound {
 		return nil, fmt.Errorf("the %s storage version %s is not one the CRD serves (%s or one of OtherVersions)", k.Kind, DebugString(storageVersion), DebugString(k.Version))
+	}
+	// In the order of kube's merge_crds (Parent.Version, then OtherVersions, merged into the
+	// storage version), so the CRD equals the Rust SDK's: the storage version first, then the
+	// others from the last.
+	versions := make([]any, 0, len(served))
+	for _, version := range served {
+		if version.(map[string]any)["storage"] == true {
+			versions = append(versions, version)
+		}
+	}
+	for i := len(served) - 1; i >= 0; i-- {
+		if served[i].(map[string]any)["storage"] != true {
+			versions = append(versions, served[i])
+		}
 	}
 	singular := k.Singular
 	if singular == "" {

@@ -479,18 +479,23 @@ def merge_crds(crds: list[dict], storage_version: str) -> dict:
             f"merge_crds: expected exactly one CRD of the storage version {storage_version}, found {len(stored)}"
         )
     merged = copy.deepcopy(stored[0])
-    for key in ("group", "names", "scope"):
+    # What kube's merge_crds compares; the other names (plural, short names) are the stored
+    # version's.
+    for field, of in (("group", lambda spec: spec["group"]), ("kind", lambda spec: spec["names"]["kind"]),
+                      ("scope", lambda spec: spec["scope"])):
         for crd in crds:
-            if crd["spec"][key] != merged["spec"][key]:
+            if of(crd["spec"]) != of(merged["spec"]):
                 raise ValueError(
-                    f"merge_crds: the versions differ in spec.{key}: {crd['spec'][key]!r} and {merged['spec'][key]!r}"
+                    f"merge_crds: the versions differ in {field}: {of(crd['spec'])!r} and {of(merged['spec'])!r}"
                 )
     names = [crd["spec"]["versions"][0]["name"] for crd in crds]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise ValueError(f"merge_crds: expected each version once, got {', '.join(repeated)} more than once")
     merged["spec"]["versions"][0]["storage"] = True
-    for crd in crds:
+    # As kube: the other versions taken from the end of the list, so the CRD equals the Rust
+    # SDK's (and the JavaScript and Go SDKs').
+    for crd in reversed(crds):
         if crd is not stored[0]:
             version = copy.deepcopy(crd["spec"]["versions"][0])
             version["storage"] = False

@@ -304,6 +304,10 @@ def test_merge_crds_serves_every_version_and_stores_one():
     assert v2_spec["properties"]["replicas"]["required"] == ["count"]
     stored_v2 = oh.merge_crds([GADGET_V1.crd(), GADGET_V2.crd()], "v2")["spec"]["versions"]
     assert [(v["name"], v["storage"]) for v in stored_v2] == [("v2", True), ("v1", False)]
+    # In kube's order (the Rust SDK's): the storage version, then the others from the last.
+    v3 = oh.CustomResource(group="g.dev", version="v3", kind="Gadget", spec=GadgetSpecV2).crd()
+    three = oh.merge_crds([GADGET_V1.crd(), GADGET_V2.crd(), v3], "v2")["spec"]["versions"]
+    assert [v["name"] for v in three] == ["v2", "v3", "v1"]
 
 
 def test_a_crd_of_several_versions_needs_a_convert_handler():
@@ -325,7 +329,7 @@ def test_a_crd_of_several_versions_needs_a_convert_handler():
         (
             [GADGET_V1.crd(), oh.CustomResource(group="other.dev", version="v2", kind="Gadget", spec=GadgetSpecV2).crd()],
             "v1",
-            "merge_crds: the versions differ in spec.group: 'other.dev' and 'g.dev'",
+            "merge_crds: the versions differ in group: 'other.dev' and 'g.dev'",
         ),
         (
             [GADGET_V1.crd(), GADGET_V2.crd(), GADGET_V2.crd()],
