@@ -241,17 +241,10 @@ pub async fn start(
         } => {
             let (signing, ca_bundle) =
                 tls::keep_own_ca(client, namespace, name, *ca_validity).await?;
-            let listening = listen(config).await?;
-            let names = listening.endpoint.certificate_names()?;
-            let serving = tls::ServingCert::start(signing, names, *validity)?;
-            serve(
-                listening,
-                (serving, ca_bundle),
-                config,
-                plugins,
-                metrics,
-                stop,
+            start_signed(
+                signing, ca_bundle, *validity, config, plugins, metrics, stop,
             )
+            .await
         }
         Certificates::Dir(dir) => {
             let listening = listen(config).await?;
@@ -272,10 +265,25 @@ pub async fn start_with_ca(
     metrics: Arc<Metrics>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Webhooks, Error> {
-    let listening = listen(config).await?;
     let ca_bundle = watch::channel(ca.cert_pem.clone()).1;
+    let signing = watch::channel(ca).1;
+    start_signed(signing, ca_bundle, validity, config, plugins, metrics, stop).await
+}
+
+/// [`start`] with serving certificates valid for `validity` signed by the CA `signing` holds,
+/// the API server told to trust `ca_bundle`.
+async fn start_signed(
+    signing: watch::Receiver<Ca>,
+    ca_bundle: watch::Receiver<String>,
+    validity: Duration,
+    config: &WebhookConfig,
+    plugins: ServedPlugins,
+    metrics: Arc<Metrics>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<Webhooks, Error> {
+    let listening = listen(config).await?;
     let names = listening.endpoint.certificate_names()?;
-    let serving = tls::ServingCert::start(watch::channel(ca).1, names, validity)?;
+    let serving = tls::ServingCert::start(signing, names, validity)?;
     serve(
         listening,
         (serving, ca_bundle),

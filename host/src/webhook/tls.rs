@@ -41,10 +41,14 @@ const CA_NOT_AFTER_ANNOTATION: &str = "operator-host.dev/ca-not-after";
 /// The annotation of the CA Secret saying when its signing CA replaced the one before (RFC
 /// 3339): the replicas sign with it a grace after that.
 const CA_ROTATED_AT_ANNOTATION: &str = "operator-host.dev/ca-rotated-at";
-/// The Secret's keys: the signing CA, its key, and every CA the API server is to trust.
+/// The Secret's keys: the signing CA, its key, every CA the API server is to trust, and the CA
+/// the signing one replaced (the replicas sign with it until the grace after a rotation ends,
+/// also one that starts meanwhile).
 const CA_CERT_KEY: &str = "tls.crt";
 const CA_KEY_KEY: &str = "tls.key";
 const CA_BUNDLE_KEY: &str = "ca.crt";
+const PREVIOUS_CERT_KEY: &str = "previous.crt";
+const PREVIOUS_KEY_KEY: &str = "previous.key";
 /// Serving certificates start this long before they are made: the API server's clock may be
 /// behind the host's.
 const CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
@@ -173,8 +177,10 @@ fn rfc3339(at: OffsetDateTime) -> String {
 /// The host's CA as its Secret holds it.
 #[derive(Clone)]
 struct SharedCa {
-    /// The CA new serving certificates are signed with.
+    /// The CA new serving certificates are signed with (after the grace of a rotation).
     signing: Ca,
+    /// The CA `signing` replaced, if it replaced one.
+    previous: Option<Ca>,
     /// Every CA the API server trusts (PEM each), the signing one first.
     trusted: Vec<String>,
     /// When `signing` replaced the CA before it, if it did.
@@ -188,6 +194,7 @@ impl SharedCa {
         Ok(SharedCa {
             trusted: vec![signing.cert_pem.clone()],
             signing,
+            previous: None,
             rotated_at: None,
         })
     }
@@ -206,6 +213,7 @@ impl SharedCa {
         );
         Ok(SharedCa {
             signing,
+            previous: Some(self.signing.clone()),
             trusted,
             rotated_at: Some(now),
         })
@@ -233,18 +241,32 @@ impl SharedCa {
             data.and_then(|data| data.get(key))
                 .and_then(|bytes| String::from_utf8(bytes.0.clone()).ok())
         };
-        let cert_pem = text(CA_CERT_KEY)
-            .ok_or_else(|| problem(format!("it has no {CA_CERT_KEY} as PEM text")))?;
-        let key_pem = text(CA_KEY_KEY)
-            .ok_or_else(|| problem(format!("it has no {CA_KEY_KEY} as PEM text")))?;
-        // Checked now, not at the first renewal: a Secret someone else wrote is refused at start.
-        KeyPair::from_pem(&key_pem)
-            .map_err(|e| problem(format!("{CA_KEY_KEY} is not a private key: {e}")))?;
-        let expiry = not_after(&cert_pem).map_err(|e| problem(format!("{CA_CERT_KEY}: {e}")))?;
+        let ca = |cert_key: &str, key_key: &str| -> Result<Ca, Error> {
+            let cert_pem = text(cert_key)
+                .ok_or_else(|| problem(format!("it has no {cert_key} as PEM text")))?;
+            let key_pem =
+                text(key_key).ok_or_else(|| problem(format!("it has no {key_key} as PEM text")))?;
+            // Checked now, not at the first renewal: a Secret someone else wrote is refused
+            // at start.
+            KeyPair::from_pem(&key_pem)
+                .map_err(|e| problem(format!("{key_key} is not a private key: {e}")))?;
+            let not_after =
+                not_after(&cert_pem).map_err(|e| problem(format!("{cert_key}: {e}")))?;
+            Ok(Ca {
+                cert_pem,
+                key_pem,
+                not_after,
+            })
+        };
+        let signing = ca(CA_CERT_KEY, CA_KEY_KEY)?;
+        let previous = match text(PREVIOUS_CERT_KEY) {
+            Some(_) => Some(ca(PREVIOUS_CERT_KEY, PREVIOUS_KEY_KEY)?),
+            None => None,
+        };
         // A Secret of an older host (or someone else's) has no bundle: its CA is all there is.
         let mut trusted = pem_certificates(&text(CA_BUNDLE_KEY).unwrap_or_default());
-        if !trusted.contains(&cert_pem) {
-            trusted.insert(0, cert_pem.clone());
+        if !trusted.contains(&signing.cert_pem) {
+            trusted.insert(0, signing.cert_pem.clone());
         }
         let rotated_at = secret
             .annotations()
@@ -253,11 +275,8 @@ impl SharedCa {
                 OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()
             });
         Ok(SharedCa {
-            signing: Ca {
-                cert_pem,
-                key_pem,
-                not_after: expiry,
-            },
+            signing,
+            previous,
             trusted,
             rotated_at,
         })
@@ -273,6 +292,15 @@ impl SharedCa {
             annotations.insert(CA_ROTATED_AT_ANNOTATION.to_string(), rfc3339(at));
         }
         let bytes = |text: &str| ByteString(text.as_bytes().to_vec());
+        let mut data = BTreeMap::from([
+            (CA_CERT_KEY.to_string(), bytes(&self.signing.cert_pem)),
+            (CA_KEY_KEY.to_string(), bytes(&self.signing.key_pem)),
+            (CA_BUNDLE_KEY.to_string(), bytes(&self.trusted.concat())),
+        ]);
+        if let Some(previous) = &self.previous {
+            data.insert(PREVIOUS_CERT_KEY.to_string(), bytes(&previous.cert_pem));
+            data.insert(PREVIOUS_KEY_KEY.to_string(), bytes(&previous.key_pem));
+        }
         Secret {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
@@ -285,11 +313,7 @@ impl SharedCa {
                 ..Default::default()
             },
             type_: Some("kubernetes.io/tls".to_string()),
-            data: Some(BTreeMap::from([
-                (CA_CERT_KEY.to_string(), bytes(&self.signing.cert_pem)),
-                (CA_KEY_KEY.to_string(), bytes(&self.signing.key_pem)),
-                (CA_BUNDLE_KEY.to_string(), bytes(&self.trusted.concat())),
-            ])),
+            data: Some(data),
             ..Default::default()
         }
     }
@@ -324,11 +348,16 @@ impl CaRotation {
         left < self.renew_before()
     }
 
-    /// Whether the replicas sign with `shared.signing` now.
-    fn signs_now(self, shared: &SharedCa) -> bool {
-        shared
+    /// The CA the replicas sign with now: `shared.signing`, or during the grace after it
+    /// replaced another, that one.
+    fn signing_now(self, shared: &SharedCa) -> &Ca {
+        let in_grace = shared
             .rotated_at
-            .is_none_or(|at| OffsetDateTime::now_utc() >= at + self.grace())
+            .is_some_and(|at| OffsetDateTime::now_utc() < at + self.grace());
+        match &shared.previous {
+            Some(previous) if in_grace => previous,
+            _ => &shared.signing,
+        }
     }
 }
 
@@ -345,7 +374,7 @@ pub async fn keep_own_ca(
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let rotation = CaRotation { validity };
     let shared = load_or_create_ca(&secrets, namespace, name, rotation).await?;
-    let (signing_tx, signing) = watch::channel(shared.signing.clone());
+    let (signing_tx, signing) = watch::channel(rotation.signing_now(&shared).clone());
     let (bundle_tx, bundle) = watch::channel(shared.bundle());
     let (namespace, name) = (namespace.to_string(), name.to_string());
     tokio::spawn(async move {
@@ -367,14 +396,14 @@ pub async fn keep_own_ca(
                 *current = bundle;
                 changed
             });
-            if rotation.signs_now(&known) && signing_tx.borrow().cert_pem != known.signing.cert_pem
-            {
+            let wanted = rotation.signing_now(&known);
+            if signing_tx.borrow().cert_pem != wanted.cert_pem {
                 tracing::info!(
                     secret = %format!("{namespace}/{name}"),
-                    not_after = %rfc3339(known.signing.not_after),
+                    not_after = %rfc3339(wanted.not_after),
                     "signing the webhooks' certificates with the new CA"
                 );
-                signing_tx.send_replace(known.signing.clone());
+                signing_tx.send_replace(wanted.clone());
             }
         }
     });
@@ -797,6 +826,10 @@ mod tests {
         );
         assert!(read.rotated_at.is_some());
         assert_eq!(
+            read.previous.as_ref().map(|ca| ca.cert_pem.as_str()),
+            Some(first.signing.cert_pem.as_str())
+        );
+        assert_eq!(
             read.bundle(),
             format!("{}{}", read.signing.cert_pem, first.signing.cert_pem)
         );
@@ -809,6 +842,7 @@ mod tests {
         let shared = SharedCa {
             trusted: vec![current.cert_pem.clone(), expired.cert_pem.clone()],
             signing: current.clone(),
+            previous: None,
             rotated_at: None,
         };
         std::thread::sleep(Duration::from_millis(1100));
@@ -842,12 +876,11 @@ mod tests {
         };
         let read = SharedCa::of(&secret, "ns").unwrap();
         assert_eq!(read.trusted, vec![ca.cert_pem.clone()]);
-        assert!(
-            CaRotation {
-                validity: Duration::from_secs(10 * 365 * 24 * 3600)
-            }
-            .signs_now(&read)
-        );
+        assert!(read.previous.is_none());
+        let rotation = CaRotation {
+            validity: Duration::from_secs(10 * 365 * 24 * 3600),
+        };
+        assert_eq!(rotation.signing_now(&read).cert_pem, ca.cert_pem);
 
         let mut not_a_ca = secret.clone();
         not_a_ca
@@ -877,16 +910,25 @@ mod tests {
         assert_eq!(ten_years.grace(), Duration::from_secs(300));
         assert_eq!(ten_years.period(), Duration::from_secs(60));
 
+        // Read back from its Secret, as a replica that starts during the grace reads it: it
+        // signs with the CA before until the grace ends.
         let shared = SharedCa::first("ns/ca", rotation.validity).unwrap();
-        let just_rotated = shared.rotated("ns/ca", rotation.validity).unwrap();
-        assert!(!rotation.signs_now(&just_rotated));
+        let rotated = shared.rotated("ns/ca", rotation.validity).unwrap();
+        let just_rotated = SharedCa::of(&rotated.secret("ns", "ca"), "ns").unwrap();
+        assert_eq!(
+            rotation.signing_now(&just_rotated).cert_pem,
+            shared.signing.cert_pem
+        );
         let earlier = SharedCa {
             rotated_at: just_rotated
                 .rotated_at
                 .map(|at| at - Duration::from_secs(11)),
-            ..just_rotated
+            ..just_rotated.clone()
         };
-        assert!(rotation.signs_now(&earlier));
+        assert_eq!(
+            rotation.signing_now(&earlier).cert_pem,
+            just_rotated.signing.cert_pem
+        );
     }
 
     /// A certificate directory as cert-manager's CA issuer fills a Secret, from `ca`.
