@@ -1422,6 +1422,16 @@ fn a_cluster_at_or_below_its_created_size_needs_no_add_job() {
     }
 }
 
+/// The answer to `cr` with `observed`.
+fn reconciled(cr: &InnoDBCluster, observed: Vec<Value>) -> Desired {
+    MySqlOperator::reconcile(cr, &observed_with(observed)).unwrap()
+}
+
+/// Whether `desired` holds the Job `name`.
+fn has_job(desired: &Desired, name: &str) -> bool {
+    desired.get::<Job>(name).unwrap().is_some()
+}
+
 /// A cluster of `running` instances (every one ready, created with `created_with`) as
 /// observed, with `jobs` too.
 fn resized_observed(running: i32, created_with: i32, jobs: Vec<Value>) -> Vec<Value> {
@@ -1436,8 +1446,7 @@ fn resized_observed(running: i32, created_with: i32, jobs: Vec<Value>) -> Vec<Va
 #[test]
 fn a_shrunk_cluster_removes_the_instances_from_the_group_before_the_statefulset_shrinks() {
     let cr = with(json!({"instances": 2}));
-    let desired =
-        MySqlOperator::reconcile(&cr, &observed_with(resized_observed(5, 5, vec![]))).unwrap();
+    let desired = reconciled(&cr, resized_observed(5, 5, vec![]));
     let job = desired
         .get::<Job>("ic-remove-instances-2")
         .unwrap()
@@ -1486,27 +1495,11 @@ fn a_shrunk_cluster_removes_the_instances_from_the_group_before_the_statefulset_
 
     // Complete: still desired while the StatefulSet shrinks (the barrier passes), then pruned.
     let complete = group_job(&cr, "ic-remove-instances-2", Some("Complete"));
-    let desired = MySqlOperator::reconcile(
-        &cr,
-        &observed_with(resized_observed(5, 5, vec![complete.clone()])),
-    )
-    .unwrap();
-    assert!(
-        desired
-            .get::<Job>("ic-remove-instances-2")
-            .unwrap()
-            .is_some()
-    );
+    let desired = reconciled(&cr, resized_observed(5, 5, vec![complete.clone()]));
+    assert!(has_job(&desired, "ic-remove-instances-2"));
     assert_eq!(sts(&desired, "ic").replicas, Some(2));
-    let desired =
-        MySqlOperator::reconcile(&cr, &observed_with(resized_observed(2, 5, vec![complete])))
-            .unwrap();
-    assert!(
-        desired
-            .get::<Job>("ic-remove-instances-2")
-            .unwrap()
-            .is_none()
-    );
+    let desired = reconciled(&cr, resized_observed(2, 5, vec![complete]));
+    assert!(!has_job(&desired, "ic-remove-instances-2"));
     assert_eq!(desired.status["cluster"]["status"], ONLINE);
 }
 
@@ -1515,39 +1508,29 @@ fn a_remove_job_still_running_is_never_pruned() {
     // The StatefulSet was scaled by hand meanwhile: the Job is what matters.
     let cr = with(json!({"instances": 2}));
     let running = group_job(&cr, "ic-remove-instances-2", None);
-    let desired =
-        MySqlOperator::reconcile(&cr, &observed_with(resized_observed(2, 5, vec![running])))
-            .unwrap();
-    assert!(
-        desired
-            .get::<Job>("ic-remove-instances-2")
-            .unwrap()
-            .is_some()
-    );
+    let desired = reconciled(&cr, resized_observed(2, 5, vec![running]));
+    assert!(has_job(&desired, "ic-remove-instances-2"));
 }
 
 #[test]
 fn a_cluster_grown_again_after_a_shrink_adds_the_instances_the_shrink_removed() {
     // Made with 5, shrunk to 2 (the group has 2 members), now 3: instance 2 must join again.
     let cr = with(json!({"instances": 3}));
-    let desired =
-        MySqlOperator::reconcile(&cr, &observed_with(resized_observed(2, 5, vec![]))).unwrap();
-    assert!(desired.get::<Job>("ic-add-instances-3").unwrap().is_some());
+    let desired = reconciled(&cr, resized_observed(2, 5, vec![]));
+    assert!(has_job(&desired, "ic-add-instances-3"));
     assert_eq!(sts(&desired, "ic").replicas, Some(3));
     // Once the StatefulSet runs 3, the Job stays desired until it completes, then goes.
     let running = group_job(&cr, "ic-add-instances-3", None);
     let observed = resized_observed(3, 5, vec![running]);
-    let desired = MySqlOperator::reconcile(&cr, &observed_with(observed)).unwrap();
-    assert!(desired.get::<Job>("ic-add-instances-3").unwrap().is_some());
+    let desired = reconciled(&cr, observed);
+    assert!(has_job(&desired, "ic-add-instances-3"));
     assert_eq!(
         condition(&desired.status, "Ready")["reason"],
         "AddingInstances"
     );
     let complete = group_job(&cr, "ic-add-instances-3", Some("Complete"));
-    let desired =
-        MySqlOperator::reconcile(&cr, &observed_with(resized_observed(3, 5, vec![complete])))
-            .unwrap();
-    assert!(desired.get::<Job>("ic-add-instances-3").unwrap().is_none());
+    let desired = reconciled(&cr, resized_observed(3, 5, vec![complete]));
+    assert!(!has_job(&desired, "ic-add-instances-3"));
     assert_eq!(desired.status["cluster"]["status"], ONLINE);
 }
 
