@@ -516,6 +516,104 @@ async fn the_hosts_ca_is_replaced_before_it_expires_without_a_failed_call() {
     ns.cleanup().await.unwrap();
 }
 
+/// `line` without the terminal colours' escape sequences, if the log has them.
+fn without_colours(line: &str) -> String {
+    let mut parts = line.split('\x1b');
+    let first = parts.next().unwrap_or_default().to_string();
+    parts.fold(first, |mut plain, part| {
+        plain.push_str(part.split_once('m').map_or(part, |(_, rest)| rest));
+        plain
+    })
+}
+
+/// Where `host` serves its webhooks (its log's `addr=`), once it does.
+async fn serving_addr(host: &ProcessHost) -> String {
+    wait_for("the host to serve webhooks", TIMEOUT, || async {
+        Ok(host.log().lines().find_map(|line| {
+            let plain = without_colours(line);
+            let rest = plain
+                .split("serving admission and conversion webhooks")
+                .nth(1)?;
+            let addr = rest.split("addr=").nth(1)?;
+            Some(addr.split_whitespace().next()?.to_string())
+        }))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}; host log:\n{}", host.log_tail(40)))
+}
+
+/// Two replicas share one CA and move to its successor together: one of them makes it (the
+/// other's write loses on the Secret's version, or it finds the rotation made), and each
+/// replica's certificate is trusted by the bundle the API server has throughout, the
+/// standby's too (every replica serves webhooks behind a Service).
+#[tokio::test]
+async fn two_replicas_replace_their_shared_ca_once_and_stay_trusted() {
+    let ns = TestNamespace::new("admission-ca-replicas").await.unwrap();
+    let lease = format!("admission-{}", ns.name());
+    let dir = plugins(&[("plugins", "memcached")]);
+    let replica = |identity: &'static str| {
+        [
+            "--leader-elect",
+            "--leader-elect-identity",
+            identity,
+            "--webhook-ca-validity",
+            "24s",
+            "--webhook-certificate-validity",
+            "6s",
+        ]
+    };
+    let leader = start_host(&ns, dir.path(), &lease, &replica("a"));
+    let bad = memcached_yaml(ns.name(), "bad", "{size: 1, image: 'not an image'}");
+    refused_once_registered(&leader, &bad).await;
+    let standby = start_host(&ns, dir.path(), &lease, &replica("b"));
+    let addrs = [serving_addr(&leader).await, serving_addr(&standby).await];
+    let configuration = format!("{lease}.{}.memcached", ns.name());
+    let first_ca = registered_ca_bundle(&configuration).await.unwrap();
+
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let mut handshakes = 0;
+    loop {
+        let bundle = registered_ca_bundle(&configuration)
+            .await
+            .unwrap_or_default();
+        for addr in &addrs {
+            handshake_trusting(addr, &bundle).await.unwrap_or_else(|e| {
+                panic!(
+                    "{addr} is not trusted by the registered bundle: {e}\nleader log:\n{}\nstandby log:\n{}",
+                    leader.log_tail(20),
+                    standby.log_tail(20)
+                )
+            });
+            handshakes += 1;
+        }
+        if !bundle.contains(first_ca.as_str()) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first CA never left the bundle"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let logs = [leader.log(), standby.log()];
+    let made = logs
+        .iter()
+        .map(|log| log.matches("made the webhooks' new CA").count())
+        .sum::<usize>();
+    assert_eq!(made, 1, "the successor CA was made {made} times");
+    for log in &logs {
+        assert!(
+            log.contains("signing the webhooks' certificates with the new CA"),
+            "{log}"
+        );
+    }
+    println!("webhooks: {handshakes} handshakes with two replicas through a CA replacement");
+    leader.kill().await;
+    standby.kill().await;
+    remove_configurations(&ns.client(), ns.name(), &lease).await;
+    ns.cleanup().await.unwrap();
+}
+
 /// Writes into `dir` what cert-manager's CA issuer writes into a Certificate's Secret (as
 /// mounted: `tls.crt`, `tls.key`, `ca.crt`): a new CA named `ca_name` and a certificate of
 /// 127.0.0.1 (where the API server calls the test's host) it signed. Each file is written
