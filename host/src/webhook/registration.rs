@@ -406,31 +406,41 @@ where
         + std::fmt::Debug,
 {
     let owner = registration.owner;
-    let list = |selector: String| async move {
-        api.list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(|source| Error::Register {
-                what: format!("the {}s of {owner}", K::kind(&())),
-                source,
-            })
+    let listing_error = |source| Error::Register {
+        what: format!("the {}s of {owner}", K::kind(&())),
+        source,
     };
-    let mine = list(owner.selector()).await?;
-    let legacy = list(owner.legacy_selector()).await?;
-    let stale = mine
+    let mine = api
+        .list_metadata(&ListParams::default().labels(&owner.selector()))
+        .await
+        .map_err(listing_error)?;
+    // Whole objects, to see where they call; there are none once every host is new.
+    let legacy = api
+        .list(&ListParams::default().labels(&owner.legacy_selector()))
+        .await
+        .map_err(listing_error)?;
+    let unserved = mine
         .items
         .iter()
-        .filter(|configuration| !wanted.contains(&configuration.name_any()))
-        .chain(legacy.items.iter().filter(|configuration| {
+        .map(ResourceExt::name_any)
+        .filter(|name| !wanted.contains(name))
+        .map(|name| (name, "removed the webhooks of a plugin no longer served"));
+    let older = legacy
+        .items
+        .iter()
+        .filter(|configuration| {
             configuration
                 .client_configs()
                 .iter()
                 .any(|config| calls(config, registration.endpoint))
-        }));
-    for stale in stale.map(ResourceExt::name_any) {
+        })
+        .map(|configuration| {
+            let why = "removed the webhooks an older host of this deployment registered";
+            (configuration.name_any(), why)
+        });
+    for (stale, why) in unserved.chain(older) {
         match api.delete(&stale, &DeleteParams::default()).await {
-            Ok(_) => {
-                tracing::info!(configuration = %stale, "removed the webhooks of a plugin no longer served");
-            }
+            Ok(_) => tracing::info!(configuration = %stale, "{why}"),
             Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(source) => {
                 return Err(Error::Register {

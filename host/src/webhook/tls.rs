@@ -68,6 +68,11 @@ impl Ca {
         Self::generate(common_name, Duration::from_secs(10 * 365 * 24 * 3600))
     }
 
+    /// A new CA for the host's CA Secret `secret` (`namespace/name`), valid for `validity`.
+    fn of_secret(secret: &str, validity: Duration) -> Result<Self, Error> {
+        Self::generate(&format!("operator-host webhooks ({secret})"), validity)
+    }
+
     /// A new CA, valid for `validity` from now.
     fn generate(common_name: &str, validity: Duration) -> Result<Self, Error> {
         let key = KeyPair::generate().map_err(issue)?;
@@ -190,7 +195,7 @@ struct SharedCa {
 impl SharedCa {
     /// A first CA, for the Secret `secret`.
     fn first(secret: &str, validity: Duration) -> Result<Self, Error> {
-        let signing = Ca::generate(&format!("operator-host webhooks ({secret})"), validity)?;
+        let signing = Ca::of_secret(secret, validity)?;
         Ok(SharedCa {
             trusted: vec![signing.cert_pem.clone()],
             signing,
@@ -202,31 +207,28 @@ impl SharedCa {
     /// This CA's successor for the Secret `secret`: a new signing CA, trusted beside the CAs
     /// trusted now that are still valid.
     fn rotated(&self, secret: &str, validity: Duration) -> Result<Self, Error> {
-        let now = OffsetDateTime::now_utc();
-        let signing = Ca::generate(&format!("operator-host webhooks ({secret})"), validity)?;
+        let signing = Ca::of_secret(secret, validity)?;
         let mut trusted = vec![signing.cert_pem.clone()];
-        trusted.extend(
-            self.trusted
-                .iter()
-                .filter(|pem| not_after(pem).is_ok_and(|expiry| expiry > now))
-                .cloned(),
-        );
+        trusted.extend(self.unexpired().cloned());
         Ok(SharedCa {
             signing,
             previous: Some(self.signing.clone()),
             trusted,
-            rotated_at: Some(now),
+            rotated_at: Some(OffsetDateTime::now_utc()),
         })
+    }
+
+    /// The trusted CAs that have not expired.
+    fn unexpired(&self) -> impl Iterator<Item = &String> {
+        let now = OffsetDateTime::now_utc();
+        self.trusted
+            .iter()
+            .filter(move |pem| not_after(pem).is_ok_and(|expiry| expiry > now))
     }
 
     /// The CA bundle to register now: the trusted CAs not expired.
     fn bundle(&self) -> String {
-        let now = OffsetDateTime::now_utc();
-        self.trusted
-            .iter()
-            .filter(|pem| not_after(pem).is_ok_and(|expiry| expiry > now))
-            .map(String::as_str)
-            .collect()
+        self.unexpired().map(String::as_str).collect()
     }
 
     /// The CA of `secret` (in `namespace`).

@@ -85,37 +85,32 @@ impl Reconciler for MySqlOperator {
         let stateful_set = observed.view::<StatefulSet, WorkloadView>(&name)?;
         // The size the servers run at now.
         let running = stateful_set.as_ref().and_then(|s| s.spec.replicas);
-        let completed = |job: &Option<Job>| {
-            job.as_ref()
-                .is_some_and(|j| job_condition_holds(j, "Complete"))
-        };
+        let completed = |job: &Job| job_condition_holds(job, "Complete");
+        // A Job that exists and has not completed: it stays desired, so that no later
+        // reconcile prunes it half-way.
+        let under_way = |job: &Option<Job>| job.as_ref().is_some_and(|job| !completed(job));
         // A cluster shrunk below the size it runs at removes the instances it drops from the
         // group first (a Job behind a barrier before the StatefulSet): a pod that went away
-        // while a member would stay in the group's view, counted against its quorum. The Job
-        // stays desired until it completes, so no later reconcile prunes it half-way.
+        // while a member would stay in the group's view, counted against its quorum.
         let remove_name = children::remove_instances_name(&name, spec.instances);
         let remove_job = observed.get::<Job>(&remove_name)?;
-        let removing = running.is_some_and(|running| spec.instances < running)
-            || remove_job.is_some() && !completed(&remove_job);
+        let removing =
+            running.is_some_and(|running| spec.instances < running) || under_way(&remove_job);
         let create_cluster = observed.get::<Job>(&children::create_cluster_name(&name))?;
         // A cluster grown past what its completed create-cluster Job made members, or past the
         // size it runs at (after a shrink), needs a Job that adds the rest (one per size: a
-        // later growth runs anew); desired until it completes, as the remove Job.
+        // later growth runs anew).
+        let created_with = create_cluster
+            .as_ref()
+            .filter(|job| completed(job))
+            .and_then(children::group_instances_of);
         let add_name = children::add_instances_name(&name, spec.instances);
         let add_job = observed.get::<Job>(&add_name)?;
         let grown = !removing
-            && (completed(&create_cluster)
-                .then(|| {
-                    create_cluster
-                        .as_ref()
-                        .and_then(children::group_instances_of)
-                })
-                .flatten()
-                .is_some_and(|created_with| {
-                    spec.instances > created_with
-                        || running.is_some_and(|running| spec.instances > running)
-                })
-                || add_job.is_some() && !completed(&add_job));
+            && (created_with.is_some_and(|created_with| {
+                spec.instances > created_with
+                    || running.is_some_and(|running| spec.instances > running)
+            }) || under_way(&add_job));
         let group_job = if removing {
             GroupJob::RemoveInstances(remove_name, remove_job)
         } else if grown {
